@@ -1,0 +1,45 @@
+# The two commands a newcomer needs are `make demo` and `make test`; everything
+# else here is what they are made of.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export TETHER_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
+
+.PHONY: demo test lint typecheck pytest bench gen-sync check-sync lock clean
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m tether.demo
+
+test: $(STAMP) lint typecheck check-sync pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench tools
+	$(VENV)/bin/ruff format --check src tests bench tools
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+check-sync: $(STAMP)
+	$(PY) tools/gen_sync.py --check
+
+gen-sync: $(STAMP)
+	$(PY) tools/gen_sync.py
+
+pytest: $(STAMP)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench $(BENCH_ARGS)
+
+lock: $(STAMP)
+	$(PY) -m pip freeze --exclude-editable | grep -v '^-e' > requirements/constraints.txt
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

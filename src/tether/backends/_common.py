@@ -1,0 +1,331 @@
+"""I/O-free helpers every backend shares: validation, metadata, writes, filters.
+
+Nothing here touches storage. Backends call these so that the contract's
+rules (see :mod:`tether.base`) are written once, not once per backend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether.checkpoint import (
+    Address,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    Config,
+    write_index,
+)
+from tether.errors import ConfigError, DecodeError
+from tether.serde.base import SerializerProtocol
+
+__all__ = [
+    "EMPTY",
+    "EMPTY_TAG",
+    "EXCLUDED_METADATA_KEYS",
+    "INLINE_TYPES",
+    "WriteRow",
+    "check_checkpoint",
+    "check_filter",
+    "check_limit",
+    "check_prune",
+    "check_thread_ids",
+    "decode_value",
+    "dumps_json",
+    "merge_metadata",
+    "metadata_matches",
+    "prepare_writes",
+    "split_channel_values",
+    "strip_nul",
+    "write_sort_key",
+]
+
+#: Config keys that address or describe a run step, never copied into metadata.
+EXCLUDED_METADATA_KEYS = frozenset(
+    {
+        "thread_id",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "checkpoint_map",
+        "langgraph_step",
+        "langgraph_node",
+        "langgraph_triggers",
+        "langgraph_path",
+        "langgraph_checkpoint_ns",
+    }
+)
+
+#: Channel values of these exact types may be stored inline (in the checkpoint row).
+INLINE_TYPES: tuple[type, ...] = (str, int, float, bool, type(None))
+
+
+def strip_nul(value: str) -> str:
+    """Postgres text and JSONB cannot hold U+0000; every backend drops it from metadata."""
+    return value.replace("\x00", "") if "\x00" in value else value
+
+
+def _json_safe(value: Any, path: str) -> Any:
+    """Check that ``value`` is plain JSON (metadata must be queryable in SQL)."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(f"metadata value at {path} is {value!r}; JSON has no NaN/inf")
+        return value
+    if isinstance(value, str):
+        return strip_nul(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"metadata key {k!r} at {path} must be a string")
+            out[strip_nul(k)] = _json_safe(v, f"{path}.{k}")
+        return out
+    if isinstance(value, list | tuple):
+        return [_json_safe(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    raise ConfigError(
+        f"metadata value at {path} has type {type(value).__name__}; metadata is stored "
+        "as JSON, use str, int, float, bool, None, lists or dicts of them"
+    )
+
+
+def merge_metadata(config: Config, metadata: CheckpointMetadata) -> dict[str, Any]:
+    """The metadata ``put`` stores (S2.3).
+
+    ``metadata`` as given (checked to be JSON), plus the str/int/float/bool
+    entries of ``config["metadata"]`` and ``config["configurable"]`` that are
+    not internal (addressing keys, keys starting with ``__``); given keys win.
+    A ``"writes"`` key (a legacy LangGraph field) is dropped.
+    """
+    if not isinstance(metadata, Mapping):
+        raise ConfigError(f"metadata must be a mapping, got {type(metadata).__name__}")
+    out: dict[str, Any] = _json_safe(dict(metadata), "$")
+    out.pop("writes", None)
+    for source in (config.get("metadata"), config.get("configurable")):
+        if not source:
+            continue
+        for key, v in source.items():
+            if (
+                not isinstance(key, str)
+                or key in out
+                or key in EXCLUDED_METADATA_KEYS
+                or key.startswith("__")
+            ):
+                continue
+            if isinstance(v, str):
+                out[key] = strip_nul(v)
+            elif isinstance(v, bool | int) or (isinstance(v, float) and math.isfinite(v)):
+                out[key] = v
+    return out
+
+
+def check_limit(limit: int | None) -> int | None:
+    """``None`` = all, ``0`` = none; a negative or non-integer limit is a ConfigError."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise ConfigError(f"limit must be an int or None, got {limit!r}")
+    if limit < 0:
+        raise ConfigError(f"limit must be >= 0 (0 lists nothing, None lists all), got {limit}")
+    return limit
+
+
+def check_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate a ``list`` metadata filter; returns a JSON-safe copy.
+
+    Keys are user input: they are only ever passed to SQL as bound
+    parameters, but they must at least be strings.
+    """
+    if not filter:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise ConfigError(f"filter must be a mapping of metadata keys, got {filter!r}")
+    out = {}
+    for k, v in filter.items():
+        if not isinstance(k, str):
+            raise ConfigError(f"filter key {k!r} must be a string (a top-level metadata key)")
+        out[k] = _json_safe(v, f"filter[{k!r}]")
+    return out
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: numbers by value, bool only equals bool."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
+    """The reference semantics of ``list(filter=...)`` (SQL backends must agree)."""
+    for key, want in filter.items():
+        if key not in metadata or not _json_equal(metadata[key], want):
+            return False
+    return True
+
+
+def check_checkpoint(checkpoint: Checkpoint, new_versions: ChannelVersions) -> None:
+    """Reject a checkpoint a backend could store but never read back consistently."""
+    if not isinstance(checkpoint, Mapping):
+        raise ConfigError(f"checkpoint must be a mapping, got {type(checkpoint).__name__}")
+    cid = checkpoint.get("id")
+    if not isinstance(cid, str) or not cid:
+        raise ConfigError(f"checkpoint has no string 'id' (got {cid!r}); build it with tether")
+    versions = checkpoint.get("channel_versions")
+    if not isinstance(versions, Mapping):
+        raise ConfigError(f"checkpoint {cid}: 'channel_versions' must be a mapping")
+    if not isinstance(checkpoint.get("channel_values", {}), Mapping):
+        raise ConfigError(f"checkpoint {cid}: 'channel_values' must be a mapping")
+    if not isinstance(new_versions, Mapping):
+        raise ConfigError(f"checkpoint {cid}: new_versions must be a mapping")
+    for channel, version in new_versions.items():
+        have = versions.get(channel)
+        if have is not None and have != version:
+            raise ConfigError(
+                f"checkpoint {cid}: new_versions[{channel!r}] = {version!r} but "
+                f"channel_versions[{channel!r}] = {have!r}; the value would be stored "
+                "under a version the checkpoint never reads"
+            )
+
+
+def split_channel_values(
+    checkpoint: Checkpoint, new_versions: ChannelVersions
+) -> tuple[dict[str, Any], dict[str, tuple[str, Any]]]:
+    """The checkpoint without ``channel_values``, and the values to write as blobs.
+
+    Returns ``(head, blobs)`` where ``blobs`` maps channel -> (version, value)
+    for every channel in ``new_versions``; a channel in ``new_versions`` but
+    not in ``channel_values`` (a cleared channel) maps to ``_EMPTY``. Unknown
+    keys of the checkpoint stay in ``head``.
+    """
+    head = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    values = checkpoint.get("channel_values", {})
+    blobs: dict[str, tuple[str, Any]] = {}
+    for channel, version in new_versions.items():
+        blobs[channel] = (str(version), values.get(channel, EMPTY) if values else EMPTY)
+    return head, blobs
+
+
+class _Empty:
+    """Marks a channel written as empty: stored as tag ``"empty"``, read back as absent."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "EMPTY"
+
+
+EMPTY: Any = _Empty()
+EMPTY_TAG = "empty"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRow:
+    """One write as stored: its index is the batch position or a special slot."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: Any
+
+    @property
+    def replaces(self) -> bool:
+        """Special writes (negative idx) replace; ordinary ones are insert-or-ignore."""
+        return self.idx < 0
+
+
+def prepare_writes(
+    writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+) -> list[WriteRow]:
+    """Check a ``put_writes`` batch and assign indexes (S2.4).
+
+    When a batch names the same special channel twice, the last one wins, as
+    it would if the two were sent in separate batches.
+    """
+    if not isinstance(task_id, str) or not task_id:
+        raise ConfigError(f"task_id must be a non-empty string, got {task_id!r}")
+    if not isinstance(task_path, str):
+        raise ConfigError(f"task_path must be a string, got {task_path!r}")
+    rows: dict[tuple[str, int], WriteRow] = {}
+    for position, item in enumerate(writes):
+        try:
+            channel, value = item
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"write #{position} of task {task_id!r} must be a (channel, value) pair, "
+                f"got {item!r}"
+            ) from None
+        if not isinstance(channel, str):
+            raise ConfigError(
+                f"write #{position} of task {task_id!r}: channel must be a string, got {channel!r}"
+            )
+        idx = write_index(channel, position)
+        rows[(task_id, idx)] = WriteRow(task_id, task_path, idx, channel, value)
+    return list(rows.values())
+
+
+def write_sort_key(task_path: str, task_id: str, idx: int) -> tuple[str, str, int]:
+    """Pending writes are read back in this order (S2.4)."""
+    return (task_path, task_id, idx)
+
+
+def check_thread_ids(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:
+    """A list of thread ids; a bare string is refused (it would be split into chars)."""
+    if isinstance(thread_ids, str | bytes):
+        raise ConfigError(f"{what} must be a sequence of ids, got the string {thread_ids!r}")
+    return [str(t) for t in thread_ids]
+
+
+def check_prune(strategy: str, keep: int) -> int:
+    """How many newest checkpoints per namespace a prune keeps (0 = delete all)."""
+    if strategy == "keep_latest":
+        return 1
+    if strategy == "delete":
+        return 0
+    if strategy == "keep_last":
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ConfigError(f"prune(strategy='keep_last') needs keep >= 1, got {keep!r}")
+        return keep
+    raise ConfigError(
+        f"unknown prune strategy {strategy!r}; use 'keep_latest', 'keep_last' (with keep=N) "
+        "or 'delete'"
+    )
+
+
+def decode_value(
+    serde: SerializerProtocol,
+    tag: str,
+    data: bytes,
+    *,
+    address: Address | None = None,
+    checkpoint_id: str | None = None,
+    channel: str | None = None,
+    task_id: str | None = None,
+) -> Any:
+    """Decode a stored value; a failure names thread, checkpoint and channel."""
+    try:
+        return serde.loads_typed((tag, data))
+    except DecodeError as exc:
+        exc.with_context(
+            thread_id=address.thread_id if address else None,
+            checkpoint_ns=address.checkpoint_ns if address and address.checkpoint_ns else None,
+            checkpoint_id=checkpoint_id or (address.checkpoint_id if address else None),
+            channel=channel,
+            task_id=task_id,
+        )
+        raise
+
+
+def dumps_json(value: Any) -> str:
+    """Compact JSON for metadata and checkpoint heads stored as text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

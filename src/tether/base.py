@@ -1,0 +1,271 @@
+"""The saver contract (SPEC S2): what every tether backend does, sync and async.
+
+Method names are LangGraph's (``get_tuple``/``aget_tuple``, ``list``/``alist``,
+``put``/``aput``, ``put_writes``/``aput_writes``, ...), so a LangGraph user
+recognises them. Every method exists in both forms and every backend
+implements both fully; :mod:`tether.testing` runs the whole contract through
+each path. How a backend keeps the two in step is its own choice, from a short
+list documented in ``docs/architecture.md``:
+
+* no I/O (in-memory): the async method runs the sync one inline;
+* a blocking driver (sqlite3): the async method runs the sync one in a worker
+  thread, never on the event loop;
+* an async driver (psycopg): the async module is the source, the sync module is
+  generated from it by ``tools/gen_sync.py`` and checked in CI.
+
+Semantics (the contract suite is the executable form of this list):
+
+``put(config, checkpoint, metadata, new_versions)``
+    Stores the checkpoint under ``(thread, ns, checkpoint["id"])``. Its parent
+    is the ``checkpoint_id`` of the incoming config. Only channels named in
+    ``new_versions`` have their values written; the others are found through
+    ``channel_versions`` in blobs written by earlier puts. String, number and
+    bool entries of ``config["metadata"]`` and ``config["configurable"]``
+    (except internal keys: addressing keys and keys starting with ``__``) are
+    merged into the stored metadata; keys in ``metadata`` win. Putting an id
+    again overwrites it. Returns the config addressing the new checkpoint.
+    The saver keeps no reference to the caller's dicts.
+
+``put_writes(config, writes, task_id, task_path="")``
+    Stores intermediate writes of one task against the checkpoint in
+    ``config``. Ordinary writes get their position in the batch as index and
+    are insert-or-ignore (a repeat of the same (task, index) is ignored);
+    special channels (ERROR, SCHEDULED, INTERRUPT, RESUME) get fixed negative
+    indexes and replace the previous value. Pending writes are read back
+    ordered by ``(task_path, task_id, idx)``.
+
+``get_tuple(config)``
+    The checkpoint ``config`` names, or the latest of (thread, ns) when it
+    names no id; ``None`` when there is none. Includes pending writes and the
+    parent config.
+
+``list(config, *, filter=None, before=None, limit=None)``
+    Newest first. ``config=None`` (or a config without thread) lists every
+    thread; the namespace restricts only when the config names one. ``before``
+    keeps checkpoints whose id is smaller than its id. ``limit``: ``None`` =
+    all, ``0`` = none, negative = :class:`~tether.errors.ConfigError`.
+    ``filter`` = exact equality (as JSON values) on top-level metadata keys,
+    all keys must match; a ``None`` value matches a key stored as null, not a
+    missing key; numbers compare by value, booleans only equal booleans.
+
+``delete_thread(thread_id)``
+    Removes the thread in every namespace: checkpoints, blobs, writes.
+
+``delete_for_runs(run_ids)``
+    Removes the checkpoints whose metadata ``run_id`` is in ``run_ids``, with
+    their writes and the blobs no remaining checkpoint refers to.
+
+``copy_thread(source_thread_id, target_thread_id)``
+    Copies every checkpoint of the source (same ids, every namespace, writes
+    included) into the target thread; checkpoints the target already has with
+    the same id are overwritten. Unknown source: nothing happens.
+
+``prune(thread_ids, *, strategy="keep_latest", keep=1)``
+    ``"keep_latest"``: only the newest checkpoint of each namespace remains,
+    with its writes. ``"keep_last"``: the newest ``keep`` of each namespace.
+    ``"delete"``: everything goes. Blobs nobody refers to are removed. Kept
+    checkpoints may then name a parent that no longer exists.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from typing import Any, Literal, Self, TypeAlias
+
+from tether.checkpoint import (
+    ChannelVersion,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    Config,
+)
+from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol, as_typed
+from tether.versions import next_str_version
+
+__all__ = ["BaseCheckpointSaver", "PruneStrategy"]
+
+PruneStrategy: TypeAlias = Literal["keep_latest", "keep_last", "delete"]
+
+
+def default_serializer() -> SerializerProtocol:
+    """tether's default: the strict MessagePack serializer (S3.2, S3.4)."""
+    from tether.serde import MsgpackSerializer
+
+    serde: SerializerProtocol = MsgpackSerializer()
+    return serde
+
+
+class BaseCheckpointSaver(abc.ABC):
+    """Base class of every tether saver; see the module docstring for the contract.
+
+    Args:
+        serde: the serializer for channel values and writes. Defaults to the
+            strict :class:`~tether.serde.MsgpackSerializer`. A plain
+            ``dumps``/``loads`` serializer is adapted.
+    """
+
+    serde: SerializerProtocol
+
+    def __init__(
+        self, *, serde: SerializerProtocol | UntypedSerializerProtocol | None = None
+    ) -> None:
+        self.serde = as_typed(serde) if serde is not None else default_serializer()
+
+    # --- sync -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def get_tuple(self, config: Config) -> CheckpointTuple | None:
+        """The checkpoint addressed by ``config`` (latest when no id), or ``None``."""
+
+    @abc.abstractmethod
+    def list(
+        self,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first, narrowed by thread/ns, ``filter``, ``before``, ``limit``."""
+
+    @abc.abstractmethod
+    def put(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        """Store a checkpoint; returns the config that addresses it."""
+
+    @abc.abstractmethod
+    def put_writes(
+        self,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store the intermediate writes of one task against a checkpoint."""
+
+    @abc.abstractmethod
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints, blobs and writes in every namespace."""
+
+    @abc.abstractmethod
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) created by the given runs."""
+
+    @abc.abstractmethod
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread to another."""
+
+    @abc.abstractmethod
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: PruneStrategy = "keep_latest",
+        keep: int = 1,
+    ) -> None:
+        """Drop old checkpoints of the given threads (see the module docstring)."""
+
+    # --- async ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def aget_tuple(self, config: Config) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple`."""
+
+    @abc.abstractmethod
+    def alist(
+        self,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+
+    @abc.abstractmethod
+    async def aput(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        """Async :meth:`put`."""
+
+    @abc.abstractmethod
+    async def aput_writes(
+        self,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes`."""
+
+    @abc.abstractmethod
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+
+    @abc.abstractmethod
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+
+    @abc.abstractmethod
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+
+    @abc.abstractmethod
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: PruneStrategy = "keep_latest",
+        keep: int = 1,
+    ) -> None:
+        """Async :meth:`prune`."""
+
+    # --- shared, concrete -----------------------------------------------------------
+
+    def get(self, config: Config) -> Checkpoint | None:
+        """Just the checkpoint of :meth:`get_tuple`."""
+        tup = self.get_tuple(config)
+        return tup.checkpoint if tup else None
+
+    async def aget(self, config: Config) -> Checkpoint | None:
+        """Async :meth:`get`."""
+        tup = await self.aget_tuple(config)
+        return tup.checkpoint if tup else None
+
+    def get_next_version(self, current: ChannelVersion | None, channel: Any = None) -> str:
+        """The version after ``current``: padded ``major.random`` strings (S2.5).
+
+        Every tether backend keeps channel values apart from checkpoints, so
+        the random suffix is what keeps two forks of one checkpoint from
+        writing the same blob key.
+        """
+        return next_str_version(current)
+
+    def with_allowlist(self, extra: Collection[tuple[str, ...]]) -> Self:
+        """A shallow copy whose serializer also allows ``extra`` (module, name) types.
+
+        Storage (connections, pools, locks, in-memory maps) is shared with the
+        original; only the serializer differs. Returns ``self`` when the
+        serializer has no allowlist.
+        """
+        with_allow = getattr(self.serde, "with_allowlist", None)
+        if with_allow is None:
+            return self
+        serde = with_allow(extra)
+        if serde is self.serde:
+            return self
+        clone = copy.copy(self)
+        clone.serde = serde
+        return clone

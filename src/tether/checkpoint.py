@@ -1,0 +1,253 @@
+"""The checkpoint data model (SPEC S1).
+
+Field names and shapes are LangGraph's current (v4) format, so that values
+cross the LangGraph adapter without translation: a :class:`Checkpoint` is a
+plain ``dict`` (a ``TypedDict``), a :class:`CheckpointTuple` a ``NamedTuple``.
+
+A config is a mapping like LangGraph's ``RunnableConfig``:
+``{"configurable": {"thread_id": ..., "checkpoint_ns": ..., "checkpoint_id": ...}}``
+and may carry any number of unrelated keys, which tether ignores.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict
+
+from tether.errors import ConfigError
+from tether.ids import EMPTY_CLOCK_SEQ, uuid6
+
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "ERROR",
+    "INTERRUPT",
+    "NS_END",
+    "NS_SEP",
+    "RESUME",
+    "SCHEDULED",
+    "WRITES_IDX_MAP",
+    "Address",
+    "ChannelVersions",
+    "Checkpoint",
+    "CheckpointMetadata",
+    "CheckpointTuple",
+    "Config",
+    "PendingWrite",
+    "copy_checkpoint",
+    "empty_checkpoint",
+    "make_config",
+    "ns_join",
+    "ns_parent",
+    "ns_split",
+    "write_index",
+]
+
+#: Format version of the checkpoints tether writes (LangGraph's ``LATEST_VERSION``).
+CHECKPOINT_VERSION = 4
+
+Config: TypeAlias = Mapping[str, Any]
+"""A run config: ``{"configurable": {...}, "metadata": {...}, ...}``."""
+
+ChannelVersion: TypeAlias = str | int | float
+ChannelVersions: TypeAlias = dict[str, ChannelVersion]
+
+PendingWrite: TypeAlias = tuple[str, str, Any]
+"""``(task_id, channel, value)``, one intermediate write of a task (S1.4)."""
+
+
+class Checkpoint(TypedDict):
+    """State snapshot of a graph at one step (S1.1)."""
+
+    v: int
+    id: str
+    ts: str
+    channel_values: dict[str, Any]
+    channel_versions: ChannelVersions
+    versions_seen: dict[str, ChannelVersions]
+    updated_channels: list[str] | None
+
+
+class CheckpointMetadata(TypedDict, total=False):
+    """Metadata stored beside a checkpoint (S1.3); user keys are allowed and filterable."""
+
+    source: Literal["input", "loop", "update", "fork"]
+    step: int
+    parents: dict[str, str]
+    run_id: str
+
+
+class CheckpointTuple(NamedTuple):
+    """A checkpoint with everything needed to resume from it (S1.4)."""
+
+    config: dict[str, Any]
+    checkpoint: Checkpoint
+    metadata: CheckpointMetadata
+    parent_config: dict[str, Any] | None = None
+    pending_writes: list[PendingWrite] | None = None
+
+
+# --- special write channels (S2.4) -------------------------------------------
+
+ERROR = "__error__"
+SCHEDULED = "__scheduled__"
+INTERRUPT = "__interrupt__"
+RESUME = "__resume__"
+
+#: Special channels map to fixed negative indexes so they never collide with a
+#: task's ordinary writes (0, 1, 2, ...) and a repeat replaces the previous one.
+WRITES_IDX_MAP: dict[str, int] = {ERROR: -1, SCHEDULED: -2, INTERRUPT: -3, RESUME: -4}
+
+
+def write_index(channel: str, position: int) -> int:
+    """The stored index of the write at ``position`` of a ``put_writes`` batch."""
+    return WRITES_IDX_MAP.get(channel, position)
+
+
+# --- namespaces (S1.5) ---------------------------------------------------------
+
+NS_SEP = "|"
+NS_END = ":"
+
+
+def ns_split(checkpoint_ns: str) -> list[tuple[str, str]]:
+    """``"a:1|b:2"`` -> ``[("a", "1"), ("b", "2")]``; the root namespace is ``[]``."""
+    if not checkpoint_ns:
+        return []
+    parts = []
+    for part in checkpoint_ns.split(NS_SEP):
+        node, _, task_id = part.partition(NS_END)
+        parts.append((node, task_id))
+    return parts
+
+
+def ns_join(parent_ns: str, node: str, task_id: str) -> str:
+    """The namespace of subgraph ``node`` run by task ``task_id`` inside ``parent_ns``."""
+    if NS_SEP in node or NS_END in node:
+        raise ConfigError(
+            f"node name {node!r} may not contain {NS_SEP!r} or {NS_END!r}; "
+            "they separate levels of a checkpoint namespace"
+        )
+    child = f"{node}{NS_END}{task_id}"
+    return f"{parent_ns}{NS_SEP}{child}" if parent_ns else child
+
+
+def ns_parent(checkpoint_ns: str) -> str:
+    """The enclosing namespace (``""`` for a top-level subgraph or the root)."""
+    head, sep, _ = checkpoint_ns.rpartition(NS_SEP)
+    return head if sep else ""
+
+
+# --- addressing (S1.5) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """The three-part address of a checkpoint: thread, namespace, id (``None`` = latest)."""
+
+    thread_id: str
+    checkpoint_ns: str = ""
+    checkpoint_id: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Config, *, what: str = "config") -> Address:
+        """Read the address from a config; unrelated keys are ignored.
+
+        Raises:
+            ConfigError: the config has no ``configurable.thread_id`` or a field
+                has the wrong type.
+        """
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"{what} must be a mapping, got {type(config).__name__}")
+        conf = config.get("configurable")
+        if not isinstance(conf, Mapping) or conf.get("thread_id") is None:
+            raise ConfigError(
+                f"{what} has no thread_id; pass "
+                '{"configurable": {"thread_id": "..."}} to address a thread'
+            )
+        thread_id = conf["thread_id"]
+        if not isinstance(thread_id, str):
+            if isinstance(thread_id, (int, float)) or hasattr(thread_id, "hex"):
+                thread_id = str(thread_id)  # S1.5: other types are converted
+            else:
+                raise ConfigError(
+                    f"{what}: thread_id must be a string, got {type(thread_id).__name__}"
+                )
+        ns = conf.get("checkpoint_ns") or ""
+        if not isinstance(ns, str):
+            raise ConfigError(f"{what}: checkpoint_ns must be a string, got {type(ns).__name__}")
+        cid = conf.get("checkpoint_id") or None
+        if cid is not None and not isinstance(cid, str):
+            raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
+        return cls(thread_id, ns, cid)
+
+    @classmethod
+    def optional(cls, config: Config | None, *, what: str = "config") -> Address | None:
+        """Like :meth:`from_config`, but ``None`` or a config without a thread gives ``None``."""
+        if config is None:
+            return None
+        conf = config.get("configurable") if isinstance(config, Mapping) else None
+        if not isinstance(conf, Mapping) or conf.get("thread_id") is None:
+            return None
+        return cls.from_config(config, what=what)
+
+    def has_ns(self, config: Config | None) -> bool:
+        """Whether the config named a namespace explicitly (``list`` filters only then)."""
+        if config is None:
+            return False
+        conf = config.get("configurable") or {}
+        return "checkpoint_ns" in conf and conf["checkpoint_ns"] is not None
+
+    def to_config(self) -> dict[str, Any]:
+        """The config that addresses this checkpoint."""
+        conf: dict[str, Any] = {"thread_id": self.thread_id, "checkpoint_ns": self.checkpoint_ns}
+        if self.checkpoint_id is not None:
+            conf["checkpoint_id"] = self.checkpoint_id
+        return {"configurable": conf}
+
+    def with_id(self, checkpoint_id: str | None) -> Address:
+        return Address(self.thread_id, self.checkpoint_ns, checkpoint_id)
+
+
+def make_config(
+    thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+) -> dict[str, Any]:
+    """A config addressing ``thread_id`` (and optionally a namespace and checkpoint)."""
+    return Address(thread_id, checkpoint_ns, checkpoint_id).to_config()
+
+
+# --- construction helpers --------------------------------------------------------
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def empty_checkpoint() -> Checkpoint:
+    """A checkpoint with no channels; its id carries the empty sentinel clock_seq (S1.2)."""
+    return Checkpoint(
+        v=CHECKPOINT_VERSION,
+        id=str(uuid6(clock_seq=EMPTY_CLOCK_SEQ)),
+        ts=_now_iso(),
+        channel_values={},
+        channel_versions={},
+        versions_seen={},
+        updated_channels=None,
+    )
+
+
+def copy_checkpoint(checkpoint: Checkpoint) -> Checkpoint:
+    """A copy deep enough that mutating the copy's dicts never touches the original.
+
+    Channel values are deep-copied too: a caller that appends to a stored list
+    must not change what the saver holds. Unknown keys are kept.
+    """
+    out: dict[str, Any] = dict(checkpoint)
+    out["channel_values"] = copy.deepcopy(checkpoint.get("channel_values", {}))
+    out["channel_versions"] = dict(checkpoint.get("channel_versions", {}))
+    out["versions_seen"] = {k: dict(v) for k, v in checkpoint.get("versions_seen", {}).items()}
+    updated = checkpoint.get("updated_channels")
+    out["updated_channels"] = list(updated) if updated is not None else None
+    return out  # type: ignore[return-value]

@@ -1,0 +1,144 @@
+"""The one exception tree of tether.
+
+Every error tether raises on purpose derives from :class:`TetherError`. The
+groups follow what the caller does next:
+
+* fix the input: :class:`ConfigError` (also a :class:`ValueError`);
+* retry: :class:`ConflictError`, :class:`ThreadBusyError`,
+  :class:`StorageUnavailable`, :class:`StorageTimeout`;
+* upgrade: :class:`SchemaVersionError`, :class:`MigrationError`;
+* look at the data: :class:`DecodeError`, :class:`EncodeError`,
+  :class:`StorageError`.
+
+Driver errors (sqlite3, psycopg) are translated in one place per backend and
+chained with ``raise ... from``, so the original is always in ``__cause__``.
+
+Interrupts are control flow, not errors, and live in :mod:`tether.graph`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CheckpointNotFound",
+    "ConfigError",
+    "ConflictError",
+    "DecodeError",
+    "EncodeError",
+    "MigrationError",
+    "SchemaVersionError",
+    "StorageError",
+    "StorageTimeout",
+    "StorageUnavailable",
+    "TetherError",
+    "ThreadBusyError",
+]
+
+
+class TetherError(Exception):
+    """Root of every exception tether raises on purpose."""
+
+
+# --- fix the input ----------------------------------------------------------
+
+
+class ConfigError(TetherError, ValueError):
+    """A config, argument or option is wrong; the message says which and how to fix it."""
+
+
+class CheckpointNotFound(ConfigError, LookupError):
+    """An operation that needs an existing checkpoint was given an address that has none."""
+
+
+# --- retry ------------------------------------------------------------------
+
+
+class ConflictError(TetherError):
+    """A concurrent writer got there first; retrying the operation is safe."""
+
+
+class ThreadBusyError(ConflictError):
+    """Another process holds the lease of this thread (one writer per thread)."""
+
+    def __init__(self, message: str, *, thread_id: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+
+
+class StorageError(TetherError):
+    """The storage failed or holds something tether cannot use (e.g. a corrupt file)."""
+
+
+class StorageUnavailable(StorageError):
+    """The storage could not be reached or dropped the connection; retry later."""
+
+
+class StorageTimeout(StorageUnavailable):
+    """The storage did not answer in time (lock wait, statement timeout)."""
+
+
+# --- upgrade ----------------------------------------------------------------
+
+
+class SchemaVersionError(TetherError):
+    """The store was written by a different (usually newer) tether schema."""
+
+    def __init__(self, message: str, *, found: int, supported: int) -> None:
+        super().__init__(message)
+        self.found = found
+        self.supported = supported
+
+
+class MigrationError(TetherError):
+    """A schema migration failed; the store was left at its previous version."""
+
+
+# --- the data ---------------------------------------------------------------
+
+
+class DecodeError(TetherError):
+    """Stored bytes could not be turned back into a value.
+
+    The message names where: the thread, checkpoint and channel when a backend
+    knows them, and the path inside the value (``at $.messages[3].content``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str = "$",
+        type_name: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> None:
+        self.reason = message
+        self.path = path
+        self.type_name = type_name
+        self.context: dict[str, Any] = dict(context or {})
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f" at `{self.path}`" if self.path and self.path != "$" else ""
+        ctx = ", ".join(f"{k}={v!r}" for k, v in self.context.items() if v is not None)
+        return f"{self.reason}{where}" + (f" ({ctx})" if ctx else "")
+
+    def with_context(self, **context: Any) -> DecodeError:
+        """Add where the bytes came from (thread, checkpoint, channel); returns self."""
+        for key, value in context.items():
+            self.context.setdefault(key, value)
+        self.args = (self._render(),)
+        return self
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+class EncodeError(TetherError, TypeError):
+    """A value cannot be serialized; the message names its type and path."""
+
+    def __init__(self, message: str, *, path: str = "$") -> None:
+        self.reason = message
+        self.path = path
+        where = f" at `{path}`" if path and path != "$" else ""
+        super().__init__(f"{message}{where}")
