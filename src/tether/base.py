@@ -23,7 +23,9 @@ Semantics (the contract suite is the executable form of this list):
     bool entries of ``config["metadata"]`` and ``config["configurable"]``
     (except internal keys: addressing keys and keys starting with ``__``) are
     merged into the stored metadata; keys in ``metadata`` win. Putting an id
-    again overwrites it. Returns the config addressing the new checkpoint.
+    again overwrites it; a blob written again under the same (channel,
+    version) overwrites the previous one. Returns the config addressing the
+    new checkpoint.
     The saver keeps no reference to the caller's dicts.
 
 ``put_writes(config, writes, task_id, task_path="")``
