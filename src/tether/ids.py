@@ -69,7 +69,11 @@ class Uuid6Generator:
         uuid_int |= (ts & 0x0FFF) << 64
         uuid_int |= (clock_seq & 0x3FFF) << 48
         uuid_int |= node & 0xFFFFFFFFFFFF
-        return UUID(int=uuid_int, version=6)
+        # Set version (6) and RFC 4122 variant bits by hand: the stdlib's
+        # UUID(version=...) only accepts 1-5 before Python 3.14.
+        uuid_int = (uuid_int & ~(0xF << 76)) | (6 << 76)
+        uuid_int = (uuid_int & ~(0x3 << 62)) | (0x2 << 62)
+        return UUID(int=uuid_int)
 
 
 _default = Uuid6Generator()
