@@ -1,58 +1,276 @@
-"""Typed MessagePack serializer (SPEC S3) -- provisional minimal version.
+"""tether's default serializer: typed MessagePack, safe by default (SPEC S3).
 
-Only plain values (None, bytes, dict/list/str/int/float/bool) for now; the
-full extension-type implementation follows.
+Tags
+----
+``dumps_typed`` returns ``(tag, bytes)``:
+
+========== ===================================================================
+``null``    ``None``, with empty bytes
+``bytes``   a top-level ``bytes`` value, untouched
+``bytearray`` a top-level ``bytearray``, untouched
+``msgpack`` everything else (below)
+``pickle``  only with ``pickle_fallback=True``, for values msgpack cannot hold
+``json``    read only: LangGraph's legacy JSON format (``{"lc": 2, ...}``)
+========== ===================================================================
+
+Wire format
+-----------
+The same as LangGraph's ``JsonPlusSerializer`` (tether reads what it wrote,
+and it reads what tether writes). dict/list/str/int/float/bool/bytes are plain
+MessagePack (dict keys may be str, int, float, bool, None or tuples of those).
+Typed values are MessagePack ext values whose payload is a MessagePack array
+``[module, name, arg, ...]``:
+
+=== ======================== ==================================================
+0   ``cls(arg)``             Enum (value), UUID (hex), Decimal (str),
+                             set / frozenset / deque / tuple (items),
+                             IP addresses and networks (str), ZoneInfo (key)
+1   ``cls(*args)``           date, timedelta, timezone, pathlib paths,
+                             ``re.compile(pattern, flags)``, ints beyond 64 bits
+                             (``int(hex, 0)``), LangGraph ``Send``
+2   ``cls(**fields)``        dataclasses, named tuples, time, datetimes with a
+                             ZoneInfo (so DST rules survive)
+3   ``cls.method(arg)``      datetimes: ``datetime.fromisoformat`` only
+4   pydantic v1 model        ``model.dict()``
+5   pydantic v2 model        ``model_dump()`` (python mode), rebuilt with
+                             ``model_validate``
+6   NumPy array              ``[dtype.str, shape, order, buffer]``
+=== ======================== ==================================================
+
+Differences from LangGraph, each a strict improvement it still reads: tuples
+(LangGraph returns them as lists), ints beyond 64 bits and datetimes in a
+ZoneInfo. Ext 7 (LangGraph's ``_DeltaSnapshot``) is refused with a DecodeError.
+Not kept (written as their base type, like LangGraph): subclasses of
+str/int/dict/list (OrderedDict, defaultdict...), nested ``bytearray`` (comes
+back as ``bytes``), and dict keys that are Enum/UUID/datetime (ormsgpack writes
+them as their string form). Classes defined inside a function cannot be
+rebuilt, so encoding them raises EncodeError. Fields of a pydantic model go
+through ``model_dump``: a model held in a field typed ``Any`` comes back as a
+dict, as in LangGraph.
+
+Safe types
+----------
+Decoding constructs only:
+
+* plain MessagePack values;
+* the standard-library types in the tables above, each rebuilt by one fixed
+  function (``UUID(hex=...)``, ``datetime.fromisoformat``...), never through a
+  callable looked up from the payload;
+* LangGraph / LangChain framework types that graph state holds (messages,
+  ``Document``, ``Send``, ``Interrupt``, ``Command``...; the same set as
+  LangGraph's ``SAFE_MSGPACK_TYPES``);
+* classes in the **allowlist**: ``(module, name)`` pairs given as
+  ``allowlist=[("app.models", "Item")]`` (a class object works too), or added
+  later with :meth:`MsgpackSerializer.with_allowlist` (what the graph runtime
+  does for its state schema).
+
+Everything is checked on the (module, name) strings before anything is
+imported: a refused payload imports nothing and calls nothing. An allowed name
+must resolve to a class (never a function such as ``os.system``), and is built
+only through its kind's path: pydantic ``model_validate``, dataclass / named
+tuple / plain class ``cls(**fields)``, ``cls(*args)``, Enum ``cls(value)``.
+Modules that run code or touch the system (``os``, ``posix``, ``subprocess``,
+``builtins``, ``sys``, ``importlib``, ``pickle``, ``ctypes``, ``socket``...)
+are refused in every mode, allowlisted or not.
+
+Types from ``__main__`` get no special treatment: strict mode refuses them
+unless ``("__main__", "Name")`` is allowlisted (and then they decode only in a
+process whose ``__main__`` defines them); move them to an importable module.
+
+Permissive mode
+---------------
+``permissive=True`` constructs any importable class (still never the denied
+modules, never functions), logging one warning per type on the
+``tether.serde`` logger. It exists for migrating old data and is never the
+default.
+
+Schema evolution
+----------------
+When a stored dataclass, named tuple or pydantic model no longer fits its
+class, decoding never drops or invents data silently. What counts as not
+fitting: a stored field the class no longer has (removed or renamed), a
+required field that was not stored (added without a default, or renamed), a
+stored value whose type no longer matches a simple annotation (``int``,
+``str | None``, ``list[...]``, a datetime/UUID/Decimal class; other hints are
+not checked for dataclasses and named tuples), a failed pydantic validation, an
+Enum value that is no longer a member, or a class that no longer exists.
+Compatible changes (a new field with a default, a removed default) just work.
+What happens then:
+
+* default (``on_mismatch="error"``): :class:`~tether.errors.DecodeError`, e.g.
+  ``stored app.models.Item no longer fits its class: stored field 'k' no
+  longer exists on app.models.Item; ... at `$.items[0]```;
+* an upgrade registered for the stored ``(module, name)``:
+  ``upgrades={("app.models", "Item"): fn}``; ``fn`` gets the stored fields (a
+  dict; the stored value for Enum / one-argument types, the argument list for
+  ``cls(*args)`` types) and returns the value to use. Registering an upgrade
+  allowlists that name;
+* ``on_mismatch="raw"``: the stored fields are returned as a dict (value /
+  list as above) and a :class:`SchemaMismatchWarning` is issued with
+  :func:`warnings.warn` (filter it like any warning).
+
+Errors
+------
+* :class:`~tether.errors.DecodeError` for anything that cannot be read: bad or
+  truncated bytes, an unknown tag, an unknown ext code, a malformed ext
+  payload, a refused type, a schema mismatch, ``pickle`` without
+  ``pickle_fallback``. The message names the type and ends with the path inside
+  the value (``at `$.messages[3]```); ``.path`` and ``.type_name`` hold them.
+* :class:`~tether.errors.EncodeError` (a ``TypeError``) for a value msgpack
+  cannot hold, naming its type and path, unless ``pickle_fallback=True``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import pickle
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import ormsgpack
+from tether.errors import ConfigError, DecodeError, EncodeError
+from tether.serde import _allowlist, _ext
+from tether.serde._decode import Decoder, MismatchPolicy, SchemaMismatchWarning, Upgrade
+from tether.serde._jsonplus import loads_json
 
-from tether.errors import DecodeError, EncodeError
+__all__ = ["MsgpackSerializer", "SchemaMismatchWarning"]
 
-__all__ = ["MsgpackSerializer"]
-
-_OPTS = ormsgpack.OPT_NON_STR_KEYS
+_EMPTY = b""
 
 
 class MsgpackSerializer:
-    """Provisional: plain MessagePack values only."""
+    """Typed MessagePack serializer, strict by default; see the module docs.
 
-    def __init__(self, *, allowlist: Collection[tuple[str, ...]] = ()) -> None:
-        self._allowlist = frozenset(tuple(x) for x in allowlist)
+    Args:
+        allowlist: extra ``(module, name)`` pairs (or classes) decoding may
+            construct, on top of the safe built-in and framework types.
+        permissive: construct any importable class (logs a warning per type).
+            For migrations only.
+        pickle_fallback: pickle values msgpack cannot hold (tag ``"pickle"``)
+            and read ``"pickle"`` payloads. Off by default: unpickling runs code.
+        on_mismatch: ``"error"`` (default) raises DecodeError when a stored value
+            no longer fits its class; ``"raw"`` returns the stored fields with a
+            :class:`SchemaMismatchWarning`.
+        upgrades: ``{(module, name): fn}``; ``fn(stored_fields)`` builds the
+            value when the stored one no longer fits (takes precedence over
+            ``on_mismatch``).
 
-    def with_allowlist(self, extra: Collection[tuple[str, ...]]) -> MsgpackSerializer:
-        merged = self._allowlist | {tuple(x) for x in extra}
+    Raises:
+        ConfigError: a malformed allowlist entry or policy.
+    """
+
+    def __init__(
+        self,
+        *,
+        allowlist: Iterable[tuple[str, ...] | type] = (),
+        permissive: bool = False,
+        pickle_fallback: bool = False,
+        on_mismatch: MismatchPolicy = "error",
+        upgrades: Mapping[tuple[str, str], Upgrade] | None = None,
+    ) -> None:
+        if on_mismatch not in ("error", "raw"):
+            raise ConfigError(f"on_mismatch must be 'error' or 'raw', got {on_mismatch!r}")
+        ups = dict(upgrades or {})
+        for key, fn in ups.items():
+            if not (
+                isinstance(key, tuple) and len(key) == 2 and all(isinstance(p, str) for p in key)
+            ):
+                raise ConfigError(f"upgrades keys are (module, name) pairs, got {key!r}")
+            if not callable(fn):
+                raise ConfigError(f"the upgrade for {key!r} is not callable")
+        self._allowlist = _allowlist.normalize(allowlist)
+        self.permissive = permissive
+        self.pickle_fallback = pickle_fallback
+        self.on_mismatch: MismatchPolicy = on_mismatch
+        self._upgrades = ups
+        self._decoder = Decoder(
+            allowlist=self._allowlist,
+            permissive=permissive,
+            on_mismatch=on_mismatch,
+            upgrades=ups,
+        )
+
+    @property
+    def allowlist(self) -> frozenset[tuple[str, str]]:
+        """The explicit ``(module, name)`` pairs (safe and framework types not included)."""
+        return self._allowlist
+
+    def with_allowlist(self, extra: Iterable[tuple[str, ...] | type]) -> MsgpackSerializer:
+        """A serializer that also allows ``extra``; ``self`` when nothing is new."""
+        merged = self._allowlist | _allowlist.normalize(extra)
         if merged == self._allowlist:
             return self
-        return MsgpackSerializer(allowlist=merged)
+        return MsgpackSerializer(
+            allowlist=merged,
+            permissive=self.permissive,
+            pickle_fallback=self.pickle_fallback,
+            on_mismatch=self.on_mismatch,
+            upgrades=self._upgrades,
+        )
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """Encode ``obj`` as ``(tag, bytes)``.
+
+        Raises:
+            EncodeError: ``obj`` holds a value of an unsupported type (message and
+                ``.path`` say which), unless ``pickle_fallback`` is on.
+        """
         if obj is None:
-            return "null", b""
-        if isinstance(obj, bytes):
+            return "null", _EMPTY
+        cls = type(obj)
+        if cls is bytes:
             return "bytes", obj
-        if isinstance(obj, bytearray):
+        if cls is bytearray:
             return "bytearray", bytes(obj)
         try:
-            return "msgpack", ormsgpack.packb(obj, option=_OPTS)
-        except (TypeError, ormsgpack.MsgpackEncodeError) as exc:
-            raise EncodeError(f"cannot serialize {type(obj).__name__}: {exc}") from exc
+            return "msgpack", _ext.pack(obj)
+        except _ext.Unsupported as exc:
+            if self.pickle_fallback:
+                return "pickle", pickle.dumps(obj)
+            path = _ext.locate(obj, exc.obj)
+            raise EncodeError(
+                f"cannot serialize {type(exc.obj).__module__}.{type(exc.obj).__qualname__}: "
+                f"{exc.reason}; convert it to a supported type"
+                + (" or enable pickle_fallback" if not self.pickle_fallback else ""),
+                path=path,
+            ) from None
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        tag, raw = data
+        """Decode what :meth:`dumps_typed` (or LangGraph's JsonPlusSerializer) wrote.
+
+        Raises:
+            DecodeError: the bytes cannot be read, name a type that is not allowed,
+                or no longer fit their class (see the module docs).
+        """
+        try:
+            tag, raw = data
+        except (TypeError, ValueError) as exc:
+            raise DecodeError(f"expected a (tag, bytes) pair, got {type(data).__name__}") from exc
+        if tag == "msgpack":
+            if not isinstance(raw, bytes | bytearray | memoryview):
+                raise DecodeError(f"msgpack payload must be bytes, got {type(raw).__name__}")
+            return self._decoder.unpack(bytes(raw) if not isinstance(raw, bytes) else raw)
         if tag == "null":
             return None
         if tag == "bytes":
-            return raw
+            return bytes(raw)
         if tag == "bytearray":
             return bytearray(raw)
-        if tag == "msgpack":
+        if tag == "json":
+            return loads_json(self._decoder, bytes(raw))
+        if tag == "pickle":
+            if not self.pickle_fallback:
+                raise DecodeError(
+                    "refusing a 'pickle' payload: unpickling runs code; enable it with "
+                    "MsgpackSerializer(pickle_fallback=True) only for data you trust"
+                )
             try:
-                return ormsgpack.unpackb(raw, option=_OPTS)
+                return pickle.loads(raw)  # noqa: S301 - opted in with pickle_fallback
             except Exception as exc:
-                raise DecodeError(f"invalid msgpack data: {exc}") from exc
-        raise DecodeError(f"unknown serialization tag {tag!r}")
+                raise DecodeError(f"invalid pickle payload: {exc!r}") from exc
+        raise DecodeError(
+            f"unknown serialization tag {tag!r}; tether reads 'msgpack', 'json', 'null', "
+            "'bytes', 'bytearray' and (with pickle_fallback) 'pickle'"
+        )
+
+    def __repr__(self) -> str:
+        mode = "permissive" if self.permissive else "strict"
+        return f"MsgpackSerializer({mode}, allowlist={len(self._allowlist)} types)"

@@ -1,0 +1,306 @@
+"""What decoding may construct (SPEC S3.4).
+
+Three sets, all checked on the (module, name) strings of the payload BEFORE
+anything is imported:
+
+* :data:`SAFE_BUILDERS`: standard-library types tether rebuilds itself, each
+  through one fixed function (``UUID(hex)``, ``datetime.fromisoformat``...),
+  never through a callable looked up from the payload;
+* :data:`FRAMEWORK_TYPES`: LangGraph / LangChain classes that graph state holds
+  (messages, ``Send``, ``Interrupt``...), allowed by name like an allowlist
+  entry (the same list as LangGraph's ``SAFE_MSGPACK_TYPES``);
+* :data:`DENIED_MODULES`: never constructed, not even in permissive mode or
+  when a user allowlists them.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import decimal
+import ipaddress
+import pathlib
+import re
+import uuid
+import zoneinfo
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from tether.serde._ext import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_METHOD_SINGLE_ARG,
+)
+
+__all__ = [
+    "DENIED_MODULES",
+    "FRAMEWORK_TYPES",
+    "SAFE_BUILDERS",
+    "SAFE_JSON_BUILDERS",
+    "is_denied",
+    "normalize",
+]
+
+
+_Builder = Callable[[Any], Any]
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _seq(value: Any) -> list[Any] | tuple[Any, ...]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected an array, got {type(value).__name__}")
+    return value
+
+
+def _kw(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f"expected a map of field names, got {type(value).__name__}")
+    return value
+
+
+def _hashable(value: Any) -> Any:
+    # set items LangGraph wrote (it has no tuple ext) come back as lists; a set
+    # can only have held them as tuples
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _items(value: Any) -> list[Any]:
+    return [_hashable(v) for v in _seq(value)]
+
+
+def _int_args(value: Any) -> int:
+    text, base = _seq(value)
+    if not isinstance(base, int) or base not in (0, 10, 16):
+        raise TypeError("int base must be 0, 10 or 16")
+    return int(_str(text), base)
+
+
+def _timezone(value: Any) -> dt.timezone:
+    args = _seq(value)
+    if not 1 <= len(args) <= 2 or not isinstance(args[0], dt.timedelta):
+        raise TypeError("timezone needs (offset[, name])")
+    return dt.timezone(*args)
+
+
+def _time(value: Any) -> dt.time:
+    kw = _kw(value)
+    if not set(kw) <= {"hour", "minute", "second", "microsecond", "tzinfo", "fold"}:
+        raise TypeError(f"unexpected time fields {sorted(kw)}")
+    return dt.time(**kw)
+
+
+def _datetime_kw(value: Any) -> dt.datetime:
+    kw = _kw(value)
+    allowed = {"year", "month", "day", "hour", "minute", "second", "microsecond", "tzinfo", "fold"}
+    if not set(kw) <= allowed:
+        raise TypeError(f"unexpected datetime fields {sorted(kw)}")
+    return dt.datetime(**kw)
+
+
+def _ints(value: Any, n: int) -> list[int]:
+    args = list(_seq(value))
+    if len(args) != n or not all(type(a) is int for a in args):
+        raise TypeError(f"expected {n} integers")
+    return args
+
+
+def _from_str(cls: Callable[[str], Any]) -> _Builder:
+    def build(value: Any) -> Any:
+        return cls(_str(value))
+
+    return build
+
+
+def _first(build: _Builder) -> _Builder:
+    def first(args: Any) -> Any:
+        return build(_seq(args)[0])
+
+    return first
+
+
+def _path(cls: type[pathlib.PurePath]) -> Callable[[Any], pathlib.PurePath]:
+    def build(value: Any) -> pathlib.PurePath:
+        return cls(*(_str(p) for p in _seq(value)))
+
+    return build
+
+
+def _pattern(value: Any) -> re.Pattern[Any]:
+    pattern, flags = _seq(value)
+    if not isinstance(pattern, str | bytes) or type(flags) is not int:
+        raise TypeError("re.compile needs (pattern, flags)")
+    return re.compile(pattern, flags)
+
+
+# (ext code, module, name) -> builder of the payload's argument. EXT 3 (method)
+# keys carry the method name too: only these exact methods are ever called.
+SAFE_BUILDERS: dict[tuple[Any, ...], _Builder] = {
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "uuid", "UUID"): lambda v: uuid.UUID(hex=_str(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "decimal", "Decimal"): lambda v: decimal.Decimal(_str(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "set"): lambda v: set(_items(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "frozenset"): lambda v: frozenset(_items(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "tuple"): lambda v: tuple(_seq(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "collections", "deque"): lambda v: collections.deque(_seq(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "zoneinfo", "ZoneInfo"): lambda v: zoneinfo.ZoneInfo(_str(v)),
+    (EXT_CONSTRUCTOR_POS_ARGS, "builtins", "int"): _int_args,
+    (EXT_CONSTRUCTOR_POS_ARGS, "datetime", "date"): lambda v: dt.date(*_ints(v, 3)),
+    (EXT_CONSTRUCTOR_POS_ARGS, "datetime", "timedelta"): lambda v: dt.timedelta(*_ints(v, 3)),
+    (EXT_CONSTRUCTOR_POS_ARGS, "datetime", "timezone"): _timezone,
+    (EXT_CONSTRUCTOR_POS_ARGS, "re", "compile"): _pattern,
+    (EXT_CONSTRUCTOR_KW_ARGS, "datetime", "time"): _time,
+    (EXT_CONSTRUCTOR_KW_ARGS, "datetime", "datetime"): _datetime_kw,
+    (EXT_METHOD_SINGLE_ARG, "datetime", "datetime", "fromisoformat"): lambda v: (
+        dt.datetime.fromisoformat(_str(v))
+    ),
+}
+for _ip in (
+    ipaddress.IPv4Address,
+    ipaddress.IPv4Interface,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Address,
+    ipaddress.IPv6Interface,
+    ipaddress.IPv6Network,
+):
+    SAFE_BUILDERS[(EXT_CONSTRUCTOR_SINGLE_ARG, "ipaddress", _ip.__name__)] = _from_str(_ip)
+for _mod in ("pathlib", "pathlib._local"):
+    for _cls in (
+        pathlib.Path,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+        pathlib.PurePath,
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+    ):
+        SAFE_BUILDERS[(EXT_CONSTRUCTOR_POS_ARGS, _mod, _cls.__name__)] = _path(_cls)
+
+
+def _json_safe() -> dict[tuple[str, str], _Builder]:
+    """The legacy JSON format calls ``cls(*args)``: the same types, one argument list."""
+    out: dict[tuple[str, str], _Builder] = {}
+    for key, build in SAFE_BUILDERS.items():
+        code, module, name = key[0], key[1], key[2]
+        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            out[(module, name)] = _first(build)
+        elif code == EXT_CONSTRUCTOR_POS_ARGS:
+            out[(module, name)] = build
+    out[("datetime", "time")] = lambda args: dt.time(*args)
+    return out
+
+
+# (module, name) -> builder of the JSON ``args`` list
+SAFE_JSON_BUILDERS = _json_safe()
+
+FRAMEWORK_TYPES: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("langchain_core.messages.base", "BaseMessage"),
+        ("langchain_core.messages.base", "BaseMessageChunk"),
+        ("langchain_core.messages.human", "HumanMessage"),
+        ("langchain_core.messages.human", "HumanMessageChunk"),
+        ("langchain_core.messages.ai", "AIMessage"),
+        ("langchain_core.messages.ai", "AIMessageChunk"),
+        ("langchain_core.messages.system", "SystemMessage"),
+        ("langchain_core.messages.system", "SystemMessageChunk"),
+        ("langchain_core.messages.chat", "ChatMessage"),
+        ("langchain_core.messages.chat", "ChatMessageChunk"),
+        ("langchain_core.messages.tool", "ToolMessage"),
+        ("langchain_core.messages.tool", "ToolMessageChunk"),
+        ("langchain_core.messages.function", "FunctionMessage"),
+        ("langchain_core.messages.function", "FunctionMessageChunk"),
+        ("langchain_core.messages.modifier", "RemoveMessage"),
+        ("langchain_core.documents.base", "Document"),
+        ("langgraph.types", "Send"),
+        ("langgraph.types", "TimeoutPolicy"),
+        ("langgraph.types", "Interrupt"),
+        ("langgraph.types", "Command"),
+        ("langgraph.types", "StateSnapshot"),
+        ("langgraph.types", "PregelTask"),
+        ("langgraph.types", "Overwrite"),
+        ("langgraph.store.base", "Item"),
+        ("langgraph.store.base", "GetOp"),
+        ("pydantic.types", "SecretStr"),
+        ("pydantic.types", "SecretBytes"),
+    }
+)
+
+# Modules whose classes and functions run code, touch the process or the file
+# system, or load more code. A payload naming anything in them is refused in
+# every mode, and the module is never imported.
+DENIED_MODULES: frozenset[str] = frozenset(
+    {
+        "builtins",
+        "os",
+        "posix",
+        "nt",
+        "posixpath",
+        "ntpath",
+        "sys",
+        "subprocess",
+        "shutil",
+        "importlib",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "ctypes",
+        "socket",
+        "pty",
+        "runpy",
+        "code",
+        "codeop",
+        "shelve",
+        "multiprocessing",
+        "signal",
+        "io",
+        "_io",
+        "tempfile",
+        "webbrowser",
+        "platform",
+        "threading",
+        "asyncio",
+        "operator",
+        "functools",
+        "types",
+        "inspect",
+        "gc",
+    }
+)
+
+
+def is_denied(module: str) -> bool:
+    """True if ``module`` (or a package it lives in) is in :data:`DENIED_MODULES`."""
+    root = module.split(".", 1)[0]
+    return module in DENIED_MODULES or root in DENIED_MODULES
+
+
+def normalize(entries: Iterable[tuple[str, ...] | type]) -> frozenset[tuple[str, str]]:
+    """Allowlist entries as ``(module, name)`` pairs; classes are accepted too."""
+    out: set[tuple[str, str]] = set()
+    for entry in entries:
+        if isinstance(entry, type):
+            out.add((entry.__module__, entry.__qualname__))
+            continue
+        if not isinstance(entry, tuple | list) or len(entry) < 2:
+            from tether.errors import ConfigError
+
+            raise ConfigError(
+                f"allowlist entries are (module, name) pairs or classes, got {entry!r}"
+            )
+        if not all(isinstance(p, str) for p in entry):
+            from tether.errors import ConfigError
+
+            raise ConfigError(f"allowlist entry {entry!r} must hold strings")
+        # LangGraph's allowlists may spell a type as (*module_parts, name)
+        out.add((".".join(entry[:-1]), entry[-1]))
+    return frozenset(out)
+
+
+def contains(allowed: Collection[tuple[str, str]], key: tuple[str, str]) -> bool:
+    """Membership with the LangGraph framework types included."""
+    return key in allowed or key in FRAMEWORK_TYPES

@@ -1,0 +1,612 @@
+"""Decoding half of the MessagePack wire format: the ext hook, the allowlist gate
+and the schema-evolution policies (SPEC S3.4, S3.5).
+
+Order of checks for every ext value: the payload shape, then the (module, name)
+strings against the safe builders / allowlist / deny list -- only then is the
+module imported and the class looked up, and then only a class (never a
+function) is constructed, through the path its kind dictates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import logging
+import threading
+import types
+import typing
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import ormsgpack
+
+from tether.errors import DecodeError
+from tether.serde import _allowlist
+from tether.serde._ext import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_DELTA_SNAPSHOT,
+    EXT_METHOD_SINGLE_ARG,
+    EXT_NAMES,
+    EXT_NUMPY_ARRAY,
+    EXT_PYDANTIC_V1,
+    EXT_PYDANTIC_V2,
+    UNPACK_OPTS,
+)
+
+logger = logging.getLogger("tether.serde")
+
+MismatchPolicy = Literal["error", "raw"]
+Upgrade = Callable[[Any], Any]
+
+
+class SchemaMismatchWarning(UserWarning):
+    """A stored value no longer fits its class and was returned as raw fields."""
+
+
+_warned_permissive: set[tuple[str, str]] = set()
+_MAX_WARNED = 1000
+
+# ormsgpack replaces an ext_hook's exception with a bare ValueError; the real,
+# innermost DecodeError waits here for the top-level call (per thread).
+_failure = threading.local()
+
+_ENVELOPE_LEN = {
+    EXT_CONSTRUCTOR_SINGLE_ARG: (3,),
+    EXT_CONSTRUCTOR_POS_ARGS: (3,),
+    EXT_CONSTRUCTOR_KW_ARGS: (3,),
+    EXT_METHOD_SINGLE_ARG: (4,),
+    EXT_PYDANTIC_V1: (3,),
+    EXT_PYDANTIC_V2: (3, 4),
+}
+
+
+class _Kind(enum.Enum):
+    PYDANTIC_V2 = "pydantic"
+    PYDANTIC_V1 = "pydantic.v1"
+    DATACLASS = "dataclass"
+    NAMEDTUPLE = "namedtuple"
+    ENUM = "enum"
+    OTHER = "class"
+
+
+@dataclasses.dataclass(slots=True)
+class _ClassInfo:
+    """What decoding needs about one class, computed once."""
+
+    cls: type
+    kind: _Kind
+    dotted: str
+    fields: frozenset[str] = frozenset()  # every stored key the class accepts
+    required: frozenset[str] = frozenset()
+    open_extra: bool = False  # extra keys are fine (pydantic extra="allow")
+    drop: frozenset[str] = frozenset()  # stored keys to leave out (computed fields)
+    non_init: frozenset[str] = frozenset()  # dataclass fields set after __init__
+    checks: dict[str, tuple[type, ...]] = dataclasses.field(default_factory=dict)
+    as_tuple: frozenset[str] = frozenset()  # tuple-typed fields LangGraph wrote as lists
+    validate: Callable[[dict[str, Any]], Any] | None = None
+
+
+def _plain_types(hint: Any) -> tuple[type, ...] | None:
+    """The isinstance check a type hint allows, or None when it is not that simple."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        out: list[type] = []
+        for arg in typing.get_args(hint):
+            if arg is type(None):
+                out.append(type(None))
+                continue
+            sub = _plain_types(arg)
+            if sub is None:
+                return None
+            out.extend(sub)
+        return tuple(out)
+    if origin in (list, dict, set, frozenset, tuple):
+        return (origin,) if origin is not tuple else (tuple, list)
+    if isinstance(hint, type) and hint.__module__ in ("builtins", "datetime", "uuid", "decimal"):
+        if hint is float:
+            return (float, int)
+        if hint is complex:
+            return (complex, float, int)
+        if hint is object:
+            return None
+        return (hint,) if hint is not tuple else (tuple, list)
+    return None
+
+
+def _hint_checks(cls: type, names: frozenset[str]) -> tuple[dict[str, tuple[type, ...]], set[str]]:
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:
+        return {}, set()  # unresolvable annotations: no type checks, never a failure
+    checks: dict[str, tuple[type, ...]] = {}
+    as_tuple: set[str] = set()
+    for name in names:
+        if name not in hints:
+            continue
+        allowed = _plain_types(hints[name])
+        if allowed:
+            checks[name] = allowed
+            if tuple in allowed and typing.get_origin(hints[name]) is not typing.Union:
+                as_tuple.add(name)
+    return checks, as_tuple
+
+
+def _class_info(cls: type, dotted: str) -> _ClassInfo:
+    if hasattr(cls, "__pydantic_validator__") and hasattr(cls, "model_fields"):
+        fields = cls.model_fields
+        computed = frozenset(getattr(cls, "model_computed_fields", {}) or {})
+        config = getattr(cls, "model_config", {}) or {}
+        aliased = any(f.alias or f.validation_alias for f in fields.values())
+        validate = cls.model_validate  # type: ignore[attr-defined]
+        if aliased:
+            # model_dump() writes field names; read them back by name
+            def validate(data: dict[str, Any], _v: Any = cls.model_validate) -> Any:  # type: ignore[attr-defined]
+                return _v(data, by_name=True)
+
+        return _ClassInfo(
+            cls,
+            _Kind.PYDANTIC_V2,
+            dotted,
+            fields=frozenset(fields) | computed,
+            required=frozenset(n for n, f in fields.items() if f.is_required()),
+            open_extra=config.get("extra") == "allow",
+            drop=computed,
+            validate=validate,
+        )
+    if hasattr(cls, "__fields__") and hasattr(cls, "parse_obj"):
+        fields = cls.__fields__
+        extra = getattr(getattr(cls, "__config__", None), "extra", None)
+        return _ClassInfo(
+            cls,
+            _Kind.PYDANTIC_V1,
+            dotted,
+            fields=frozenset(fields),
+            required=frozenset(n for n, f in fields.items() if f.required),
+            open_extra=str(getattr(extra, "value", extra)) == "allow",
+            validate=lambda data: cls(**data),
+        )
+    if dataclasses.is_dataclass(cls):
+        dfields = dataclasses.fields(cls)
+        names = frozenset(f.name for f in dfields)
+        checks, as_tuple = _hint_checks(cls, names)
+        return _ClassInfo(
+            cls,
+            _Kind.DATACLASS,
+            dotted,
+            fields=names,
+            required=frozenset(
+                f.name
+                for f in dfields
+                if f.init
+                and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING
+            ),
+            non_init=frozenset(f.name for f in dfields if not f.init),
+            checks=checks,
+            as_tuple=frozenset(as_tuple),
+        )
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        names = frozenset(cls._fields)
+        defaults = getattr(cls, "_field_defaults", {})
+        checks, as_tuple = _hint_checks(cls, names)
+        return _ClassInfo(
+            cls,
+            _Kind.NAMEDTUPLE,
+            dotted,
+            fields=names,
+            required=names - frozenset(defaults),
+            checks=checks,
+            as_tuple=frozenset(as_tuple),
+        )
+    if issubclass(cls, enum.Enum):
+        return _ClassInfo(cls, _Kind.ENUM, dotted)
+    return _ClassInfo(cls, _Kind.OTHER, dotted)
+
+
+def _describe(value: Any) -> str:
+    return type(value).__name__
+
+
+class Decoder:
+    """One serializer's decoding rules; :meth:`hook` is the ormsgpack ``ext_hook``."""
+
+    def __init__(
+        self,
+        *,
+        allowlist: frozenset[tuple[str, str]],
+        permissive: bool,
+        on_mismatch: MismatchPolicy,
+        upgrades: Mapping[tuple[str, str], Upgrade],
+    ) -> None:
+        self.allowlist = allowlist
+        self.permissive = permissive
+        self.on_mismatch = on_mismatch
+        self.upgrades = dict(upgrades)
+        self._classes: dict[tuple[str, str], _ClassInfo] = {}
+        self._lock = threading.Lock()
+
+    # --- entry points -------------------------------------------------------
+
+    def unpack(self, raw: bytes) -> Any:
+        """Decode MessagePack bytes; every failure is a DecodeError with a path."""
+        _failure.exc = None
+        try:
+            return ormsgpack.unpackb(raw, ext_hook=self.hook, option=UNPACK_OPTS)
+        except (ValueError, TypeError, RecursionError, ormsgpack.MsgpackDecodeError) as exc:
+            inner = getattr(_failure, "exc", None)
+            _failure.exc = None
+            if not isinstance(inner, DecodeError):
+                raise DecodeError(f"invalid msgpack data: {exc}") from exc
+        path = self._locate(raw)
+        _failure.exc = None
+        raise DecodeError(inner.reason, path=path, type_name=inner.type_name) from (
+            inner.__cause__ or inner
+        )
+
+    def hook(self, code: int, data: bytes) -> Any:
+        try:
+            return self._ext(code, data)
+        except DecodeError as exc:
+            if getattr(_failure, "exc", None) is None:
+                _failure.exc = exc
+            raise
+        except Exception as exc:
+            if getattr(_failure, "exc", None) is None:
+                name = EXT_NAMES.get(code, "unknown")
+                err = DecodeError(f"malformed ext {code} ({name}) payload: {exc!r}")
+                err.__cause__ = exc
+                _failure.exc = err
+            raise
+
+    # --- ext codes -----------------------------------------------------------
+
+    def _ext(self, code: int, data: bytes) -> Any:
+        if code == EXT_NUMPY_ARRAY:
+            return _numpy(ormsgpack.unpackb(data, option=UNPACK_OPTS))
+        if code == EXT_DELTA_SNAPSHOT:
+            raise DecodeError(
+                "ext 7 (LangGraph _DeltaSnapshot, a DeltaChannel snapshot) is not supported "
+                "by tether; read this checkpoint with LangGraph's JsonPlusSerializer"
+            )
+        lengths = _ENVELOPE_LEN.get(code)
+        if lengths is None:
+            raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-6")
+        env = ormsgpack.unpackb(data, ext_hook=self.hook, option=UNPACK_OPTS)
+        if (
+            not isinstance(env, list | tuple)
+            or len(env) not in lengths
+            or not isinstance(env[0], str)
+            or not isinstance(env[1], str)
+        ):
+            raise DecodeError(
+                f"malformed ext {code} ({EXT_NAMES[code]}) payload: expected "
+                f"[module, name, ...] of length {lengths[0]}, got {_describe(env)}"
+            )
+        module, name, arg = env[0], env[1], env[2]
+        if code == EXT_METHOD_SINGLE_ARG:
+            method = env[3]
+            build = _allowlist.SAFE_BUILDERS.get((code, module, name, method))
+            if build is None:
+                raise DecodeError(
+                    f"refusing to call {module}.{name}.{method!r}: tether calls no method named "
+                    "by stored data except datetime.fromisoformat",
+                    type_name=f"{module}.{name}",
+                )
+            return self._safe(build, arg, module, name)
+        build = _allowlist.SAFE_BUILDERS.get((code, module, name))
+        if build is not None:
+            return self._safe(build, arg, module, name)
+        key = (module, name)
+        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            return self.from_value(key, arg)
+        if code == EXT_CONSTRUCTOR_POS_ARGS:
+            return self.from_args(key, arg)
+        return self.from_fields(key, arg)
+
+    @staticmethod
+    def _safe(build: Callable[[Any], Any], arg: Any, module: str, name: str) -> Any:
+        try:
+            return build(arg)
+        except (TypeError, ValueError, KeyError, OverflowError, ArithmeticError) as exc:
+            raise DecodeError(
+                f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
+            ) from exc
+        except Exception as exc:  # e.g. ZoneInfoNotFoundError, re.error
+            raise DecodeError(
+                f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}"
+            ) from exc
+
+    # --- construction paths ------------------------------------------------------
+
+    def from_value(self, key: tuple[str, str], value: Any) -> Any:
+        """``cls(value)``: enums (and allowlisted one-argument classes)."""
+        info = self._resolve(key)
+        if info is None:
+            return self._mismatch(key, value, ["the class no longer exists"])
+        try:
+            return info.cls(value)
+        except (ValueError, TypeError) as exc:
+            if info.kind is _Kind.ENUM:
+                problem = f"stored value {value!r} is not a member of {info.dotted}"
+            else:
+                problem = f"{info.dotted}({_describe(value)}) failed: {exc}"
+            return self._mismatch(key, value, [problem], exc)
+
+    def from_args(self, key: tuple[str, str], args: Any) -> Any:
+        """``cls(*args)``."""
+        if not isinstance(args, list | tuple):
+            raise DecodeError(
+                f"malformed {key[0]}.{key[1]} payload: expected an argument array, "
+                f"got {_describe(args)}",
+                type_name=".".join(key),
+            )
+        info = self._resolve(key)
+        if info is None:
+            return self._mismatch(key, list(args), ["the class no longer exists"])
+        if info.kind is _Kind.ENUM and len(args) == 1:
+            return self.from_value(key, args[0])
+        try:
+            if key == ("langgraph.types", "Send") and len(args) == 3:
+                return info.cls(args[0], args[1], timeout=args[2])
+            return info.cls(*args)
+        except (ValueError, TypeError) as exc:
+            return self._mismatch(key, list(args), [f"{info.dotted}(*args) failed: {exc}"], exc)
+
+    def from_fields(self, key: tuple[str, str], fields: Any) -> Any:
+        """Pydantic validation, dataclass / named tuple / plain ``cls(**fields)``."""
+        dotted = ".".join(key)
+        if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
+            raise DecodeError(
+                f"malformed {dotted} payload: expected a map of field names, "
+                f"got {_describe(fields)}",
+                type_name=dotted,
+            )
+        info = self._resolve(key)
+        if info is None:
+            return self._mismatch(key, fields, ["the class no longer exists"])
+        if info.kind is _Kind.OTHER or info.kind is _Kind.ENUM:
+            try:
+                return info.cls(**fields)
+            except (ValueError, TypeError) as exc:
+                return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {exc}"], exc)
+        problems = self._fit(info, fields)
+        if problems:
+            return self._mismatch(key, fields, problems)
+        if info.validate is not None:
+            data = {k: v for k, v in fields.items() if k not in info.drop} if info.drop else fields
+            try:
+                return info.validate(data)
+            except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+                return self._mismatch(key, fields, [_validation_summary(exc)], exc)
+        if info.as_tuple:
+            fields = {
+                k: (tuple(v) if k in info.as_tuple and isinstance(v, list) else v)
+                for k, v in fields.items()
+            }
+        try:
+            if info.non_init:
+                init = {k: v for k, v in fields.items() if k not in info.non_init}
+                obj = info.cls(**init)
+                for k in info.non_init & fields.keys():
+                    object.__setattr__(obj, k, fields[k])  # frozen dataclasses too
+                return obj
+            return info.cls(**fields)
+        except (ValueError, TypeError) as exc:
+            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {exc}"], exc)
+
+    @staticmethod
+    def _fit(info: _ClassInfo, fields: dict[str, Any]) -> list[str]:
+        """Why ``fields`` no longer fit ``info`` (empty when they do)."""
+        keys = fields.keys()
+        problems: list[str] = []
+        if keys != info.fields:
+            if not info.open_extra:
+                problems += [
+                    f"stored field {k!r} no longer exists on {info.dotted}"
+                    for k in sorted(keys - info.fields)
+                ]
+            problems += [
+                f"field {k!r} of {info.dotted} is required but was not stored"
+                for k in sorted(info.required - keys)
+            ]
+        for name, allowed in info.checks.items():
+            if name in fields and not isinstance(fields[name], allowed):
+                declared = " | ".join(
+                    t.__name__ for t in allowed if t is not list or tuple not in allowed
+                )
+                problems.append(
+                    f"stored field {name!r} holds {_describe(fields[name])} but "
+                    f"{info.dotted}.{name} is now {declared}"
+                )
+        return problems
+
+    # --- the gate ----------------------------------------------------------------
+
+    def _resolve(self, key: tuple[str, str]) -> _ClassInfo | None:
+        """The class for ``key`` after the allowlist check; None when it is gone."""
+        info = self._classes.get(key)
+        if info is not None:
+            return info
+        module, name = key
+        dotted = f"{module}.{name}"
+        if _allowlist.is_denied(module):
+            raise DecodeError(
+                f"refusing to construct {dotted}: module {module!r} is never allowed "
+                "(it can run code or touch the system)",
+                type_name=dotted,
+            )
+        allowed = key in self.allowlist or key in _allowlist.FRAMEWORK_TYPES or key in self.upgrades
+        if not allowed and not self.permissive:
+            raise DecodeError(
+                f"refusing to construct {dotted}: it is not in the allowlist; allow it with "
+                f"MsgpackSerializer(allowlist=[({module!r}, {name!r})]) or "
+                f"saver.with_allowlist([({module!r}, {name!r})])",
+                type_name=dotted,
+            )
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in name.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            return None
+        except Exception as exc:
+            raise DecodeError(f"importing {module} failed: {exc!r}", type_name=dotted) from exc
+        if not isinstance(obj, type):
+            raise DecodeError(
+                f"refusing to call {dotted}: it is a {type(obj).__name__}, not a class; "
+                "tether only constructs classes",
+                type_name=dotted,
+            )
+        if not allowed:
+            _warn_permissive(key)
+        info = _class_info(obj, dotted)
+        with self._lock:
+            self._classes[key] = info
+        return info
+
+    def _mismatch(
+        self,
+        key: tuple[str, str],
+        fields: Any,
+        problems: list[str],
+        cause: BaseException | None = None,
+    ) -> Any:
+        dotted = ".".join(key)
+        upgrade = self.upgrades.get(key)
+        if upgrade is not None:
+            try:
+                return upgrade(fields)
+            except Exception as exc:
+                raise DecodeError(
+                    f"upgrade function for {dotted} failed: {exc!r}", type_name=dotted
+                ) from exc
+        detail = "; ".join(problems)
+        if self.on_mismatch == "raw":
+            warnings.warn(
+                f"stored {dotted} no longer fits its class ({detail}); returning the stored "
+                "data instead",
+                SchemaMismatchWarning,
+                stacklevel=2,
+            )
+            return fields
+        raise DecodeError(
+            f"stored {dotted} no longer fits its class: {detail}; register an upgrade "
+            f"(MsgpackSerializer(upgrades={{({key[0]!r}, {key[1]!r}): fn}})) or read the raw "
+            "data with on_mismatch='raw'",
+            type_name=dotted,
+        ) from cause
+
+    # --- where did it fail ------------------------------------------------------
+
+    def _locate(self, raw: bytes) -> str:
+        """Second, slow pass after a failure: the path of the innermost bad ext."""
+        try:
+            tree = ormsgpack.unpackb(raw, ext_hook=_RawExt, option=UNPACK_OPTS)
+        except Exception:
+            return "$"
+        return self._walk(tree, "$", 0) or "$"
+
+    def _walk(self, value: Any, path: str, depth: int) -> str | None:
+        if depth > 100:
+            return None
+        if isinstance(value, _RawExt):
+            try:
+                env = ormsgpack.unpackb(value.data, ext_hook=_RawExt, option=UNPACK_OPTS)
+            except Exception:
+                return path
+            if value.code in _ENVELOPE_LEN and isinstance(env, list | tuple) and len(env) >= 3:
+                found = self._walk(env[2], path, depth + 1)
+                if found is not None:
+                    return found
+            _failure.exc = None
+            try:
+                self._ext(value.code, value.data)
+            except Exception:
+                return path
+            return None
+        if isinstance(value, dict):
+            for k, v in value.items():
+                found = self._walk(v, path + _key_path(k), depth + 1)
+                if found is not None:
+                    return found
+        elif isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                found = self._walk(v, f"{path}[{i}]", depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+
+class _RawExt:
+    __slots__ = ("code", "data")
+
+    def __init__(self, code: int, data: bytes) -> None:
+        self.code = code
+        self.data = data
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.data))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _RawExt) and (self.code, self.data) == (other.code, other.data)
+
+
+def _key_path(key: Any) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f".{key}"
+    return f"[{key!r}]"
+
+
+def _validation_summary(exc: BaseException) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            items = errors()
+            parts = [
+                f"field {'.'.join(str(p) for p in e.get('loc', ()))!r}: {e.get('msg')}"
+                for e in items[:3]
+            ]
+            if parts:
+                return "validation failed: " + "; ".join(parts)
+        except Exception:  # noqa: S110 - fall back to the plain message
+            pass
+    return f"validation failed: {exc}"
+
+
+def _numpy(meta: Any) -> Any:
+    try:
+        import numpy as np
+    except ImportError as exc:
+        raise DecodeError(
+            "the value holds a NumPy array but numpy is not installed; pip install numpy"
+        ) from exc
+    if not isinstance(meta, list | tuple) or len(meta) != 4:
+        raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
+    dtype_str, shape, order, buf = meta
+    if not isinstance(dtype_str, str) or not isinstance(buf, bytes) or order not in ("C", "F"):
+        raise DecodeError("malformed ext 6 (numpy array) payload")
+    dtype = np.dtype(dtype_str)
+    if dtype.hasobject:
+        raise DecodeError("refusing a NumPy array of dtype object (it would need pickle)")
+    # frombuffer over the stored bytes is read-only; the copy gives back an
+    # array as writable as the one that was stored
+    arr = np.frombuffer(buf, dtype=dtype).reshape(tuple(shape), order=order)
+    return arr.copy(order="K")
+
+
+def _warn_permissive(key: tuple[str, str]) -> None:
+    if key in _warned_permissive or len(_warned_permissive) >= _MAX_WARNED:
+        return
+    _warned_permissive.add(key)
+    logger.warning(
+        "permissive mode: constructing %s.%s, which is not in the allowlist; add "
+        "(%r, %r) to the allowlist to silence this and to keep working in strict mode",
+        key[0],
+        key[1],
+        key[0],
+        key[1],
+    )

@@ -1,0 +1,386 @@
+"""Encoding half of the MessagePack wire format: ext codes and the ``default`` hook.
+
+The ext codes and payload shapes are LangGraph's ``JsonPlusSerializer`` ones, so
+either library can read the other's bytes (see :mod:`tether.serde.msgpack`).
+Every ext payload is itself a MessagePack array ``[module, name, args, ...]``.
+
+ormsgpack encodes dicts, lists, str, int, float, bool and bytes natively (in C);
+everything else reaches :func:`default`, which dispatches on ``type(obj)``
+through a per-type cache so the isinstance chain runs once per type, not once
+per value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import enum
+import ipaddress
+import pathlib
+import re
+import sys
+import threading
+import uuid
+import zoneinfo
+from collections import deque
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
+
+import ormsgpack
+
+EXT_CONSTRUCTOR_SINGLE_ARG = 0
+EXT_CONSTRUCTOR_POS_ARGS = 1
+EXT_CONSTRUCTOR_KW_ARGS = 2
+EXT_METHOD_SINGLE_ARG = 3
+EXT_PYDANTIC_V1 = 4
+EXT_PYDANTIC_V2 = 5
+EXT_NUMPY_ARRAY = 6
+EXT_DELTA_SNAPSHOT = 7  # LangGraph's _DeltaSnapshot; tether refuses it on read
+
+EXT_NAMES = {
+    EXT_CONSTRUCTOR_SINGLE_ARG: "constructor(arg)",
+    EXT_CONSTRUCTOR_POS_ARGS: "constructor(*args)",
+    EXT_CONSTRUCTOR_KW_ARGS: "constructor(**kwargs)",
+    EXT_METHOD_SINGLE_ARG: "method(arg)",
+    EXT_PYDANTIC_V1: "pydantic v1 model",
+    EXT_PYDANTIC_V2: "pydantic v2 model",
+    EXT_NUMPY_ARRAY: "numpy array",
+    EXT_DELTA_SNAPSHOT: "LangGraph delta snapshot",
+}
+
+# Tuples, big ints, dataclasses, datetimes, enums and UUIDs would otherwise be
+# written natively and come back as list/str/dict: passing them through to
+# ``default`` is what keeps their type. Subclasses of str/int/dict/list are NOT
+# passed through (they are written as their base type, as LangGraph does).
+PACK_OPTS = (
+    ormsgpack.OPT_NON_STR_KEYS
+    | ormsgpack.OPT_PASSTHROUGH_TUPLE
+    | ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+    | ormsgpack.OPT_REPLACE_SURROGATES
+)
+UNPACK_OPTS = ormsgpack.OPT_NON_STR_KEYS
+
+_Encoder = Callable[[Any], ormsgpack.Ext]
+
+
+class Unsupported(Exception):
+    """Raised inside ``default``; ormsgpack drops exceptions, so it is also kept in TLS."""
+
+    def __init__(self, obj: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.obj = obj
+        self.reason = reason
+
+
+# ormsgpack replaces any exception raised by ``default`` with a bare TypeError,
+# so the real one is left here for the caller to pick up (per thread, because
+# one serializer is shared by every thread of a saver).
+last_error = threading.local()
+
+
+def _pack(payload: Any) -> bytes:
+    return ormsgpack.packb(payload, default=default, option=PACK_OPTS)
+
+
+def class_key(cls: type) -> tuple[str, str]:
+    """(module, name) as written on the wire; nested classes use their qualname."""
+    qual = cls.__qualname__
+    if "<locals>" in qual:
+        raise Unsupported(
+            cls,
+            f"{cls.__module__}.{qual} is defined inside a function and could never be "
+            "rebuilt; define it at module level",
+        )
+    return cls.__module__, qual
+
+
+def _single(cls: type, arg: Callable[[Any], Any], name: str | None = None) -> _Encoder:
+    module, qual = class_key(cls)
+    head = [module, name or qual]
+
+    def enc(obj: Any) -> ormsgpack.Ext:
+        return ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, _pack([*head, arg(obj)]))
+
+    return enc
+
+
+def _positional(cls: type, args: Callable[[Any], list[Any]], name: str | None = None) -> _Encoder:
+    module, qual = class_key(cls)
+    head = [module, name or qual]
+
+    def enc(obj: Any) -> ormsgpack.Ext:
+        return ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, _pack([*head, args(obj)]))
+
+    return enc
+
+
+def _keywords(cls: type, fields: Callable[[Any], dict[str, Any]]) -> _Encoder:
+    head = list(class_key(cls))
+
+    def enc(obj: Any) -> ormsgpack.Ext:
+        return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, _pack([*head, fields(obj)]))
+
+    return enc
+
+
+def _dataclass(cls: type) -> _Encoder:
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    head = list(class_key(cls))
+
+    def enc(obj: Any) -> ormsgpack.Ext:
+        # no dataclasses.asdict: it deep-copies and flattens nested dataclasses
+        return ormsgpack.Ext(
+            EXT_CONSTRUCTOR_KW_ARGS, _pack([*head, {n: getattr(obj, n) for n in names}])
+        )
+
+    return enc
+
+
+def _pydantic_v2(cls: type) -> _Encoder:
+    head = list(class_key(cls))
+    serializer = cls.__pydantic_serializer__  # type: ignore[attr-defined]
+
+    def enc(obj: Any) -> ormsgpack.Ext:
+        # to_python is what model_dump calls, minus its Python-level argument handling
+        fields = serializer.to_python(obj)
+        return ormsgpack.Ext(EXT_PYDANTIC_V2, _pack([*head, fields, "model_validate_json"]))
+
+    return enc
+
+
+def _pydantic_v1(cls: type) -> _Encoder:
+    head = list(class_key(cls))
+
+    def enc(obj: Any) -> ormsgpack.Ext:
+        return ormsgpack.Ext(EXT_PYDANTIC_V1, _pack([*head, obj.dict()]))
+
+    return enc
+
+
+def _numpy(obj: Any) -> ormsgpack.Ext:
+    order = "F" if obj.flags.f_contiguous and not obj.flags.c_contiguous else "C"
+    if obj.flags.c_contiguous:
+        # a memoryview is written without an intermediate bytes copy
+        with memoryview(obj) as mv:
+            return ormsgpack.Ext(
+                EXT_NUMPY_ARRAY, _pack([obj.dtype.str, list(obj.shape), order, mv])
+            )
+    buf = obj.tobytes(order="A")
+    return ormsgpack.Ext(EXT_NUMPY_ARRAY, _pack([obj.dtype.str, list(obj.shape), order, buf]))
+
+
+def _datetime(obj: datetime) -> ormsgpack.Ext:
+    tz = obj.tzinfo
+    if tz is None or type(tz) is timezone:
+        return ormsgpack.Ext(
+            EXT_METHOD_SINGLE_ARG, _pack(["datetime", "datetime", obj.isoformat(), "fromisoformat"])
+        )
+    # an ISO string keeps only the offset: a ZoneInfo (DST rules) needs the
+    # keyword form, which LangGraph also reads (datetime(**kwargs))
+    fields = {
+        "year": obj.year,
+        "month": obj.month,
+        "day": obj.day,
+        "hour": obj.hour,
+        "minute": obj.minute,
+        "second": obj.second,
+        "microsecond": obj.microsecond,
+        "tzinfo": tz,
+        "fold": obj.fold,
+    }
+    return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, _pack(["datetime", "datetime", fields]))
+
+
+def _is_pydantic_v2(cls: type) -> bool:
+    mod = sys.modules.get("pydantic")
+    base = getattr(mod, "BaseModel", None) if mod is not None else None
+    return (
+        isinstance(base, type) and issubclass(cls, base) and hasattr(cls, "__pydantic_serializer__")
+    )
+
+
+def _is_pydantic_v1(cls: type) -> bool:
+    for name in ("pydantic.v1", "pydantic"):
+        mod = sys.modules.get(name)
+        base = getattr(mod, "BaseModel", None) if mod is not None else None
+        if (
+            isinstance(base, type)
+            and issubclass(cls, base)
+            and hasattr(cls, "__fields__")
+            and not hasattr(cls, "__pydantic_serializer__")
+        ):
+            return True
+    return False
+
+
+def _big_int(obj: int) -> list[Any]:
+    # hex is exempt from CPython's 4300-digit str<->int limit; int(s, 0) reads it
+    return [hex(obj), 0]
+
+
+def _encoder_for(cls: type) -> _Encoder:
+    if issubclass(cls, enum.Enum):
+        return _single(cls, lambda o: o.value)
+    if _is_pydantic_v2(cls):
+        return _pydantic_v2(cls)
+    if _is_pydantic_v1(cls):
+        return _pydantic_v1(cls)
+    if issubclass(cls, tuple):
+        if hasattr(cls, "_fields") and hasattr(cls, "_asdict"):
+            return _keywords(cls, lambda o: o._asdict())
+        if cls is tuple:
+            return _single(cls, list)
+        raise Unsupported(cls, f"tuple subclass {cls.__module__}.{cls.__qualname__}")
+    if dataclasses.is_dataclass(cls):
+        return _dataclass(cls)
+    if cls is int:
+        return _positional(cls, _big_int)
+    if cls is datetime:
+        return _datetime
+    if cls is date:
+        return _positional(cls, lambda o: [o.year, o.month, o.day])
+    if cls is timedelta:
+        return _positional(cls, lambda o: [o.days, o.seconds, o.microseconds])
+    if cls is time:
+        return _keywords(
+            cls,
+            lambda o: {
+                "hour": o.hour,
+                "minute": o.minute,
+                "second": o.second,
+                "microsecond": o.microsecond,
+                "tzinfo": o.tzinfo,
+                "fold": o.fold,
+            },
+        )
+    if cls is timezone:
+        return _positional(cls, lambda o: list(o.__getinitargs__()))
+    if cls is zoneinfo.ZoneInfo:
+        return _single(cls, lambda o: o.key)
+    if cls is uuid.UUID:
+        return _single(cls, lambda o: o.hex)
+    if cls is decimal.Decimal:
+        return _single(cls, str)
+    if cls in (set, frozenset, deque):
+        # sets of tuples: the items go through default again and keep their type
+        return _single(cls, list)
+    if cls in _IP_TYPES:
+        return _single(cls, str)
+    if issubclass(cls, pathlib.PurePath) and cls.__module__.startswith("pathlib"):
+        # "pathlib" even on 3.13 where the classes live in pathlib._local
+        return _positional(cls, lambda o: list(o.parts), name=cls.__name__)
+    if cls is re.Pattern:
+        head = ["re", "compile"]
+        return lambda o: ormsgpack.Ext(
+            EXT_CONSTRUCTOR_POS_ARGS, _pack([*head, [o.pattern, o.flags]])
+        )
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(cls, np.ndarray) and cls is np.ndarray:
+        return _numpy
+    secret = getattr(cls, "get_secret_value", None)
+    if callable(secret) and cls.__module__.startswith("pydantic"):
+        return _single(cls, lambda o: o.get_secret_value())
+    send = _langgraph_send(cls)
+    if send is not None:
+        return send
+    raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
+
+
+def _langgraph_send(cls: type) -> _Encoder | None:
+    # Send is a plain class in langgraph.types; same shape as LangGraph writes
+    if cls.__module__ != "langgraph.types" or cls.__name__ != "Send":
+        return None
+
+    def args(o: Any) -> list[Any]:
+        timeout = getattr(o, "timeout", None)
+        return [o.node, o.arg] if timeout is None else [o.node, o.arg, timeout]
+
+    return _positional(cls, args)
+
+
+_IP_TYPES = frozenset(
+    {
+        ipaddress.IPv4Address,
+        ipaddress.IPv4Interface,
+        ipaddress.IPv4Network,
+        ipaddress.IPv6Address,
+        ipaddress.IPv6Interface,
+        ipaddress.IPv6Network,
+    }
+)
+
+_ENCODERS: dict[type, _Encoder] = {}
+
+
+def default(obj: Any) -> ormsgpack.Ext:
+    """ormsgpack's ``default`` hook: the typed value as an :class:`ormsgpack.Ext`."""
+    cls = type(obj)
+    enc = _ENCODERS.get(cls)
+    if enc is None:
+        try:
+            enc = _encoder_for(cls)
+        except Unsupported as exc:
+            last_error.exc = Unsupported(obj, exc.reason)
+            raise
+        _ENCODERS[cls] = enc
+    try:
+        return enc(obj)
+    except Unsupported:
+        raise
+    except Exception as exc:
+        if getattr(last_error, "exc", None) is None:
+            last_error.exc = Unsupported(obj, f"encoding {cls.__qualname__} failed: {exc!r}")
+        raise
+
+
+def pack(obj: Any) -> bytes:
+    """Encode ``obj``; raises :class:`Unsupported` naming the offending value."""
+    last_error.exc = None
+    try:
+        return ormsgpack.packb(obj, default=default, option=PACK_OPTS)
+    except (TypeError, ValueError, ormsgpack.MsgpackEncodeError) as exc:
+        found = getattr(last_error, "exc", None)
+        last_error.exc = None
+        if isinstance(found, Unsupported):
+            raise found from None
+        raise Unsupported(obj, str(exc)) from exc
+
+
+def locate(root: Any, target: Any) -> str:
+    """The msgspec-style path of ``target`` inside ``root`` (identity), or ``$``."""
+    seen: set[int] = set()
+
+    def walk(value: Any, path: str, depth: int) -> str | None:
+        if value is target:
+            return path
+        if depth > 200 or id(value) in seen:
+            return None
+        seen.add(id(value))
+        children: list[tuple[str, Any]] = []
+        if isinstance(value, dict):
+            children = [(_key_path(k), v) for k, v in value.items()]
+            children += [(f"[key {k!r}]", k) for k in value]
+        elif isinstance(value, list | tuple | set | frozenset | deque):
+            children = [(f"[{i}]", v) for i, v in enumerate(value)]
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            children = [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+        elif hasattr(type(value), "model_fields"):
+            children = [(f".{n}", getattr(value, n, None)) for n in type(value).model_fields]
+        for suffix, child in children:
+            found = walk(child, path + suffix, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    return walk(root, "$", 0) or "$"
+
+
+def _key_path(key: Any) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f".{key}"
+    return f"[{key!r}]"

@@ -1,0 +1,122 @@
+"""Reading LangGraph's legacy ``"json"`` tag (SPEC S3.3), under the same allowlist.
+
+Before its MessagePack format, LangGraph's ``JsonPlusSerializer`` wrote JSON in
+which typed values were objects::
+
+    {"lc": 2, "type": "constructor", "id": [*module_parts, name],
+     "args": [...], "kwargs": {...}, "method": ...}
+
+and LangChain's own ``Serializable`` objects (messages) were ``"lc": 1``
+constructors whose ``id`` is a LangChain namespace path mapped to a class by
+``langchain_core.load.mapping``. Both are rebuilt here through the same gate and
+the same construction paths as the MessagePack ext values; the ``method`` field
+is honoured only for ``datetime.fromisoformat`` (and ignored where it named the
+default constructor or pydantic's ``construct``), never dispatched by name.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tether.errors import DecodeError
+from tether.serde import _allowlist
+from tether.serde._decode import Decoder
+
+# the one method the old format named that is not just the constructor
+_DATETIME_METHOD = ("datetime", "datetime", "fromisoformat")
+_CONSTRUCT_METHODS = (None, "construct", "model_construct", "model_validate", "parse_obj")
+
+
+def loads_json(decoder: Decoder, data: bytes) -> Any:
+    """Decode a legacy ``"json"`` payload; every failure is a :class:`DecodeError`."""
+
+    def hook(obj: dict[str, Any]) -> Any:
+        lc = obj.get("lc")
+        if lc not in (1, 2) or "id" not in obj or "type" not in obj:
+            return obj
+        return _revive(decoder, obj)
+
+    try:
+        return json.loads(data, object_hook=hook)
+    except DecodeError:
+        raise
+    except RecursionError as exc:
+        raise DecodeError("legacy json payload is nested too deeply") from exc
+    except (ValueError, TypeError) as exc:
+        raise DecodeError(f"invalid legacy json payload: {exc}") from exc
+
+
+def _revive(decoder: Decoder, obj: dict[str, Any]) -> Any:
+    ident = obj["id"]
+    if not isinstance(ident, list) or len(ident) < 2 or not all(isinstance(p, str) for p in ident):
+        raise DecodeError(f"malformed legacy json constructor id {ident!r}")
+    kind = obj["type"]
+    if kind != "constructor":
+        raise DecodeError(
+            f"legacy json object of type {kind!r} ({'.'.join(ident)}) cannot be read: "
+            "tether reads only constructors (secrets are never loaded from the environment)"
+        )
+    if obj["lc"] == 1:
+        module, name = _langchain_path(ident)
+    else:
+        module, name = ".".join(ident[:-1]), ident[-1]
+    args = obj.get("args")
+    kwargs = obj.get("kwargs")
+    method = obj.get("method")
+    if isinstance(method, list) and method:
+        method = method[-1] if method[0] is None and len(method) > 1 else method[0]
+    key = (module, name)
+    if method is not None and method not in _CONSTRUCT_METHODS:
+        if (module, name, method) != _DATETIME_METHOD or not isinstance(args, list):
+            raise DecodeError(
+                f"refusing to call {module}.{name}.{method!r}: tether calls no method named "
+                "by stored data except datetime.fromisoformat",
+                type_name=f"{module}.{name}",
+            )
+        return _safe(
+            _allowlist.SAFE_BUILDERS[(3, *_DATETIME_METHOD)], args[0] if args else None, key
+        )
+    if kwargs is not None and not args:
+        return decoder.from_fields(key, kwargs)
+    build = _allowlist.SAFE_JSON_BUILDERS.get(key)
+    if build is not None:
+        return _safe(build, args or [], key)
+    if kwargs:
+        raise DecodeError(
+            f"legacy json constructor {module}.{name} has both args and kwargs; tether "
+            "rebuilds with one or the other",
+            type_name=f"{module}.{name}",
+        )
+    return decoder.from_args(key, args or [])
+
+
+def _safe(build: Any, arg: Any, key: tuple[str, str]) -> Any:
+    try:
+        return build(arg)
+    except Exception as exc:
+        raise DecodeError(
+            f"malformed legacy json {key[0]}.{key[1]}: {exc!r}", type_name=".".join(key)
+        ) from exc
+
+
+def _langchain_path(ident: list[str]) -> tuple[str, str]:
+    try:
+        from langchain_core.load import mapping
+    except ImportError as exc:
+        raise DecodeError(
+            f"legacy json holds the LangChain object {'.'.join(ident)}; install "
+            "langchain-core to read it"
+        ) from exc
+    key = tuple(ident)
+    for table in (
+        mapping.SERIALIZABLE_MAPPING,
+        mapping._OG_SERIALIZABLE_MAPPING,
+        mapping.OLD_CORE_NAMESPACES_MAPPING,
+    ):
+        path = table.get(key)
+        if path is not None:
+            return ".".join(path[:-1]), path[-1]
+    if ident[0] == "langchain_core":
+        return ".".join(ident[:-1]), ident[-1]
+    raise DecodeError(f"unknown LangChain object {'.'.join(ident)} in legacy json payload")
