@@ -64,6 +64,23 @@ def _kw(value: Any) -> dict[str, Any]:
     return value
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    # UUID.__init__ is pure Python with several branches; a 32-digit hex string
+    # (what the encoder writes) needs only the int
+    if type(value) is str and len(value) == 32:
+        number = int(value, 16)
+        if 0 <= number < 1 << 128:
+            out: uuid.UUID = _new(uuid.UUID)
+            _set(out, "int", number)
+            _set(out, "is_safe", uuid.SafeUUID.unknown)
+            return out
+    return uuid.UUID(hex=_str(value))
+
+
 def _hashable(value: Any) -> Any:
     # set items LangGraph wrote (it has no tuple ext) come back as lists; a set
     # can only have held them as tuples
@@ -143,7 +160,7 @@ def _pattern(value: Any) -> re.Pattern[Any]:
 # (ext code, module, name) -> builder of the payload's argument. EXT 3 (method)
 # keys carry the method name too: only these exact methods are ever called.
 SAFE_BUILDERS: dict[tuple[Any, ...], _Builder] = {
-    (EXT_CONSTRUCTOR_SINGLE_ARG, "uuid", "UUID"): lambda v: uuid.UUID(hex=_str(v)),
+    (EXT_CONSTRUCTOR_SINGLE_ARG, "uuid", "UUID"): _uuid,
     (EXT_CONSTRUCTOR_SINGLE_ARG, "decimal", "Decimal"): lambda v: decimal.Decimal(_str(v)),
     (EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "set"): lambda v: set(_items(v)),
     (EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "frozenset"): lambda v: frozenset(_items(v)),

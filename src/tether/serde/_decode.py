@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import importlib
 import logging
 import threading
@@ -141,7 +142,8 @@ def _class_info(cls: type, dotted: str) -> _ClassInfo:
         computed = frozenset(getattr(cls, "model_computed_fields", {}) or {})
         config = getattr(cls, "model_config", {}) or {}
         aliased = any(f.alias or f.validation_alias for f in fields.values())
-        validate = cls.model_validate  # type: ignore[attr-defined]
+        # the validator itself: model_validate is a Python wrapper around it
+        validate = cls.__pydantic_validator__.validate_python
         if aliased:
             # model_dump() writes field names; read them back by name
             def validate(data: dict[str, Any], _v: Any = cls.model_validate) -> Any:  # type: ignore[attr-defined]
@@ -227,6 +229,9 @@ class Decoder:
         self.on_mismatch = on_mismatch
         self.upgrades = dict(upgrades)
         self._classes: dict[tuple[str, str], _ClassInfo] = {}
+        self._fast: dict[tuple[Any, ...], Callable[[Any], Any]] = {
+            key: _guarded(build, key[1], key[2]) for key, build in _allowlist.SAFE_BUILDERS.items()
+        }
         self._lock = threading.Lock()
 
     # --- entry points -------------------------------------------------------
@@ -266,7 +271,7 @@ class Decoder:
 
     def _ext(self, code: int, data: bytes) -> Any:
         if code == EXT_NUMPY_ARRAY:
-            return _numpy(ormsgpack.unpackb(data, option=UNPACK_OPTS))
+            return _numpy(data)
         if code == EXT_DELTA_SNAPSHOT:
             raise DecodeError(
                 "ext 7 (LangGraph _DeltaSnapshot, a DeltaChannel snapshot) is not supported "
@@ -276,6 +281,20 @@ class Decoder:
         if lengths is None:
             raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-6")
         env = ormsgpack.unpackb(data, ext_hook=self.hook, option=UNPACK_OPTS)
+        if type(env) is list and len(env) in lengths:
+            try:
+                fast = self._fast.get(
+                    (code, env[0], env[1])
+                    if code != EXT_METHOD_SINGLE_ARG
+                    else (code, *env[:2], env[3])
+                )
+            except TypeError:  # an unhashable module/name: the slow path says what is wrong
+                fast = None
+            if fast is not None:
+                return fast(env[2])
+        return self._slow(code, env, lengths)
+
+    def _slow(self, code: int, env: Any, lengths: tuple[int, ...]) -> Any:
         if (
             not isinstance(env, list | tuple)
             or len(env) not in lengths
@@ -288,37 +307,74 @@ class Decoder:
             )
         module, name, arg = env[0], env[1], env[2]
         if code == EXT_METHOD_SINGLE_ARG:
-            method = env[3]
-            build = _allowlist.SAFE_BUILDERS.get((code, module, name, method))
-            if build is None:
-                raise DecodeError(
-                    f"refusing to call {module}.{name}.{method!r}: tether calls no method named "
-                    "by stored data except datetime.fromisoformat",
-                    type_name=f"{module}.{name}",
-                )
-            return self._safe(build, arg, module, name)
-        build = _allowlist.SAFE_BUILDERS.get((code, module, name))
-        if build is not None:
-            return self._safe(build, arg, module, name)
+            raise DecodeError(
+                f"refusing to call {module}.{name}.{env[3]!r}: tether calls no method named "
+                "by stored data except datetime.fromisoformat",
+                type_name=f"{module}.{name}",
+            )
         key = (module, name)
         if code == EXT_CONSTRUCTOR_SINGLE_ARG:
-            return self.from_value(key, arg)
-        if code == EXT_CONSTRUCTOR_POS_ARGS:
-            return self.from_args(key, arg)
-        return self.from_fields(key, arg)
+            out = self.from_value(key, arg)
+        elif code == EXT_CONSTRUCTOR_POS_ARGS:
+            out = self.from_args(key, arg)
+        else:
+            out = self.from_fields(key, arg)
+        info = self._classes.get(key)
+        if info is not None:
+            self._fast[(code, module, name)] = self._maker(code, key, info)
+        return out
 
-    @staticmethod
-    def _safe(build: Callable[[Any], Any], arg: Any, module: str, name: str) -> Any:
-        try:
-            return build(arg)
-        except (TypeError, ValueError, KeyError, OverflowError, ArithmeticError) as exc:
-            raise DecodeError(
-                f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
-            ) from exc
-        except Exception as exc:  # e.g. ZoneInfoNotFoundError, re.error
-            raise DecodeError(
-                f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}"
-            ) from exc
+    def _maker(self, code: int, key: tuple[str, str], info: _ClassInfo) -> Callable[[Any], Any]:
+        """The fast path for a class seen before: valid input goes straight to it."""
+        cls = info.cls
+        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            slow_value = functools.partial(self.from_value, key)
+            members = getattr(cls, "_value2member_map_", None)
+            if info.kind is not _Kind.ENUM or not isinstance(members, dict):
+                return slow_value
+
+            def enum_member(value: Any) -> Any:
+                try:
+                    return members[value]
+                except (KeyError, TypeError):  # aliases, _missing_, or no longer a member
+                    return slow_value(value)
+
+            return enum_member
+        if code == EXT_CONSTRUCTOR_POS_ARGS:
+            return functools.partial(self.from_args, key)
+        slow = functools.partial(self.from_fields, key)
+        names = info.fields
+        if info.kind in (_Kind.PYDANTIC_V2, _Kind.PYDANTIC_V1) and not info.drop:
+            validate = info.validate
+            assert validate is not None
+
+            def model(fields: Any) -> Any:
+                if type(fields) is dict and fields.keys() == names:
+                    try:
+                        return validate(fields)
+                    except (ValueError, TypeError):
+                        pass  # the slow path names the mismatch
+                return slow(fields)
+
+            return model
+        if info.kind in (_Kind.DATACLASS, _Kind.NAMEDTUPLE) and not (
+            info.non_init or info.as_tuple
+        ):
+            checks = tuple(info.checks.items())
+
+            def record(fields: Any) -> Any:
+                if type(fields) is dict and fields.keys() == names:
+                    for field, allowed in checks:
+                        if not isinstance(fields[field], allowed):
+                            return slow(fields)
+                    try:
+                        return cls(**fields)
+                    except (ValueError, TypeError):
+                        pass
+                return slow(fields)
+
+            return record
+        return slow
 
     # --- construction paths ------------------------------------------------------
 
@@ -359,7 +415,7 @@ class Decoder:
     def from_fields(self, key: tuple[str, str], fields: Any) -> Any:
         """Pydantic validation, dataclass / named tuple / plain ``cls(**fields)``."""
         dotted = ".".join(key)
-        if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
+        if not isinstance(fields, dict):
             raise DecodeError(
                 f"malformed {dotted} payload: expected a map of field names, "
                 f"got {_describe(fields)}",
@@ -541,6 +597,22 @@ class Decoder:
         return None
 
 
+def _guarded(build: Callable[[Any], Any], module: str, name: str) -> Callable[[Any], Any]:
+    def safe(arg: Any) -> Any:
+        try:
+            return build(arg)
+        except (TypeError, ValueError, KeyError, OverflowError, ArithmeticError) as exc:
+            raise DecodeError(
+                f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
+            ) from exc
+        except Exception as exc:  # e.g. ZoneInfoNotFoundError, re.error
+            raise DecodeError(
+                f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}"
+            ) from exc
+
+    return safe
+
+
 class _RawExt:
     __slots__ = ("code", "data")
 
@@ -577,17 +649,51 @@ def _validation_summary(exc: BaseException) -> str:
     return f"validation failed: {exc}"
 
 
-def _numpy(meta: Any) -> Any:
+def _split_numpy(data: bytes) -> tuple[Any, memoryview | bytes]:
+    """``[dtype, shape, order]`` and the buffer, without copying the buffer.
+
+    The buffer is the payload's last item, so its bytes are the tail of
+    ``data``: find the bin header that makes it so, check that the head decodes
+    as three items, and view the tail in place (unpacking would copy 1 MB
+    only for it to be copied again into the array).
+    """
+    total = len(data)
+    for pos in range(1, min(total, 512)):
+        marker = data[pos]
+        size = {0xC4: 1, 0xC5: 2, 0xC6: 4}.get(marker)
+        if size is None or data[0] != 0x94:
+            continue
+        start = pos + 1 + size
+        if start + int.from_bytes(data[pos + 1 : start], "big") != total:
+            continue
+        try:
+            head = ormsgpack.unpackb(b"\x93" + data[1:pos], option=UNPACK_OPTS)
+        except ormsgpack.MsgpackDecodeError:
+            continue
+        return head, memoryview(data)[start:]
+    meta = ormsgpack.unpackb(data, option=UNPACK_OPTS)
+    if not isinstance(meta, list) or len(meta) != 4:
+        raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
+    return meta[:3], meta[3]
+
+
+def _numpy(data: bytes) -> Any:
     try:
         import numpy as np
     except ImportError as exc:
         raise DecodeError(
             "the value holds a NumPy array but numpy is not installed; pip install numpy"
         ) from exc
-    if not isinstance(meta, list | tuple) or len(meta) != 4:
+    head, buf = _split_numpy(data)
+    if not isinstance(head, list) or len(head) != 3 or not isinstance(buf, bytes | memoryview):
         raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-    dtype_str, shape, order, buf = meta
-    if not isinstance(dtype_str, str) or not isinstance(buf, bytes) or order not in ("C", "F"):
+    dtype_str, shape, order = head
+    if (
+        not isinstance(dtype_str, str)
+        or order not in ("C", "F")
+        or not isinstance(shape, list)
+        or not all(type(n) is int for n in shape)
+    ):
         raise DecodeError("malformed ext 6 (numpy array) payload")
     dtype = np.dtype(dtype_str)
     if dtype.hasobject:
