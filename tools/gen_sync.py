@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +34,11 @@ SUBS: list[tuple[str, str]] = [
     (r"\bAsyncTransaction\b", "Transaction"),
     (r"\basynccontextmanager\b", "contextmanager"),
     (r"\bAsyncExitStack\b", "ExitStack"),
+    (r"\bAbstractAsyncContextManager\b", "AbstractContextManager"),
+    (r"\benter_async_context\b", "enter_context"),
+    (r"\b_Async([A-Z]\w*)", r"_\1"),
+    (r"\bAwaitable\[(\w+)\]", r"\1"),
+    (r"\bdef alist\b", "def list"),
     (r"\basync_to_sync\b", "identity"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"\b_async_(\w+)", r"_sync_\1"),
@@ -50,7 +57,7 @@ SUBS: list[tuple[str, str]] = [
     (r"\basyncio\.sleep\b", "time.sleep"),
     (r"\basyncio\.Lock\b", "threading.Lock"),
     (
-        r"\bself\.a(get_tuple|list|put_writes|put|delete_thread|delete_for_runs|copy_thread|prune|setup|close)\b",
+        r"\bself\.a(get_tuple|list|put_writes|put|delete_thread|delete_for_runs|copy_thread|prune|setup|close|lease)\b",
         r"self.\1",
     ),
     (r"# tether: async-only.*\n", ""),
@@ -83,7 +90,53 @@ def transform(text: str, src: str) -> str:
     body = "".join(out_lines)
     for pattern, repl in SUBS:
         body = re.sub(pattern, repl, body)
-    return HEADER.format(src=src) + body
+    return _ruff_format(HEADER.format(src=src) + body, src)
+
+
+def _ruff_format(text: str, src: str) -> str:
+    """Format the generated text as `ruff format` would the checked-in file.
+
+    Dropping ``await``/``async`` shortens lines, so the formatter may join
+    lines that had to be split in the source; without this the generated file
+    would fail `ruff format --check`.
+    """
+    ruff = Path(sys.executable).parent / "ruff"
+    exe = str(ruff) if ruff.exists() else shutil.which("ruff")
+    if exe is None:
+        raise SystemExit("gen_sync needs ruff (make .venv/.installed)")
+    target = src.replace("_async", "_sync")
+    # Imports first: the sync-only lines land where isort would not put them, and
+    # async-only names and noqa comments turn unused.
+    fixed = subprocess.run(
+        [
+            exe,
+            "check",
+            "--select",
+            "I,F401,RUF100",
+            "--fix",
+            "--quiet",
+            "--stdin-filename",
+            target,
+            "-",
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    text = fixed.stdout or text
+    out = subprocess.run(
+        [exe, "format", "--stdin-filename", target, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"ruff format failed on the generated {target}:\n{out.stderr}")
+    return out.stdout
 
 
 def main() -> int:

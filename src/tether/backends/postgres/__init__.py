@@ -1,0 +1,7 @@
+"""Postgres backend (SPEC S5.3, S5.4): the store many processes and machines share."""
+
+from __future__ import annotations
+
+from tether.backends.postgres._saver import PostgresSaver
+
+__all__ = ["PostgresSaver"]

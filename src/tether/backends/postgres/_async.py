@@ -1,0 +1,475 @@
+"""The async Postgres core: the hand-written source of both cores.
+
+``_sync.py`` is generated from this file by ``tools/gen_sync.py`` (``make
+gen-sync``); CI fails when it is stale. Write code here that turns into
+correct sync code by dropping ``async``/``await`` and the ``Async`` prefixes:
+blocks that only make sense in one of the two are marked (``# tether: begin
+async-only`` ... ``# tether: end async-only``; ``# tether: sync-only: <line>``).
+
+The core is private: :class:`~tether.backends.postgres.PostgresSaver` holds
+one core per flavour and passes its serializer on every call (so
+``with_allowlist`` clones can share the cores and their pools).
+
+Connections: from a pool, one connection per operation (one per *page* for
+``list``, so an abandoned listing never pins a connection); from a single
+connection, operations take turns under a lock. Every operation is either
+one statement (autocommit: an implicit transaction, one round trip) or one
+explicit transaction. Because each operation is idempotent (upserts,
+insert-or-ignore, deletes), one that lost its pooled connection is run once
+more on a fresh connection before the error reaches the caller.
+"""
+
+from __future__ import annotations
+
+# tether: begin async-only
+import asyncio
+
+# tether: end async-only
+# tether: sync-only: import threading
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from tether.backends._common import (
+    check_filter,
+    check_limit,
+    check_prune,
+    check_thread_ids,
+    metadata_matches,
+)
+from tether.backends.postgres import _schema
+from tether.backends.postgres._codec import decode_row, encode_put, encode_writes, jsonb
+from tether.backends.postgres._errors import is_retryable, translate
+from tether.backends.postgres._sql import Statements
+from tether.checkpoint import (
+    Address,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    Config,
+)
+from tether.errors import ConfigError, MigrationError, SchemaVersionError, ThreadBusyError
+from tether.serde.base import SerializerProtocol
+
+__all__ = ["_AsyncPostgresCore"]
+
+T = TypeVar("T")
+_Rows = list[tuple[Any, ...]]
+
+#: How often a waiting lease retries its advisory lock.
+_LEASE_POLL = 0.05
+
+
+class _AsyncPostgresCore:
+    """Every saver operation over one psycopg connection or pool (see module doc)."""
+
+    def __init__(
+        self,
+        source: AsyncConnection[Any] | AsyncConnectionPool[Any],
+        *,
+        statements: Statements,
+        pipeline: bool,
+        prepare_threshold: int | bool | None,
+        inline: bool,
+        page_size: int,
+        conninfo: str | None = None,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._single: AsyncConnection[Any] | None = None
+        if isinstance(source, AsyncConnectionPool):
+            self._pool = source
+        else:
+            self._single = source
+        self._sql = statements
+        self._pipeline = pipeline
+        # False = leave the connection's own setting alone.
+        self._prepare_threshold = prepare_threshold
+        self._inline = inline
+        self._page = page_size
+        self._conninfo = conninfo
+        self._connect_kwargs = dict(connect_kwargs or {})
+        self._lock = asyncio.Lock()
+        self._leases: set[str] = set()
+
+    # --- connections ------------------------------------------------------------------
+
+    def _configure(self, conn: AsyncConnection[Any]) -> None:
+        if self._prepare_threshold is not False:
+            conn.prepare_threshold = self._prepare_threshold
+
+    @asynccontextmanager
+    async def _raw(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection for one operation, without pipeline mode."""
+        if self._pool is not None:
+            async with self._pool.connection() as conn:
+                self._configure(conn)
+                yield conn
+        else:
+            assert self._single is not None
+            async with self._lock:
+                self._configure(self._single)
+                yield self._single
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        async with self._raw() as conn:
+            if self._pipeline:
+                async with conn.pipeline():
+                    yield conn
+            else:
+                yield conn
+
+    @staticmethod
+    def _tx(conn: AsyncConnection[Any]) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The transaction a single statement needs: none in autocommit mode."""
+        if conn.autocommit:
+            return contextlib.nullcontext()
+        return conn.transaction()
+
+    async def _run(self, what: str, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Run ``op`` on a connection; translate driver errors; retry a lost pooled one once."""
+        attempts = 2 if self._pool is not None else 1
+        for attempt in range(attempts):
+            try:
+                async with self._connection() as conn:
+                    return await op(conn)
+            except psycopg.Error as exc:
+                if attempt + 1 < attempts and is_retryable(exc):
+                    continue
+                raise translate(exc, what) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _fetchall(self, what: str, query: str, params: Any) -> _Rows:
+        async def op(conn: AsyncConnection[Any]) -> _Rows:
+            async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+                await cur.execute(query, params)
+                return await cur.fetchall()
+
+        return await self._run(what, op)
+
+    async def _execute(self, what: str, query: str, params: Any) -> None:
+        async def op(conn: AsyncConnection[Any]) -> None:
+            async with self._tx(conn):
+                await conn.execute(query, params)
+
+        await self._run(what, op)
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def aget_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
+        addr = Address.from_config(config)
+        if addr.checkpoint_id is not None:
+            query = self._sql.get_by_id
+            params: tuple[str, ...] = (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
+        else:
+            query = self._sql.get_latest
+            params = (addr.thread_id, addr.checkpoint_ns)
+        rows = await self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
+        return decode_row(serde, rows[0]) if rows else None
+
+    def alist(
+        self,
+        serde: SerializerProtocol,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        # Validated here, so bad input fails at the call, not at the first item.
+        addr = Address.optional(config)
+        want = check_filter(filter)
+        limit = check_limit(limit)
+        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
+        if before is not None and before_id is None:
+            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
+        return self._async_list(serde, addr, only_ns, want, before_id, limit)
+
+    async def _async_list(
+        self,
+        serde: SerializerProtocol,
+        addr: Address | None,
+        only_ns: str | None,
+        want: dict[str, Any],
+        before_id: str | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        if limit == 0:
+            return
+        if addr is not None and addr.checkpoint_id is not None:
+            tup = await self.aget_tuple(serde, addr.to_config())
+            if (
+                tup is not None
+                and (before_id is None or addr.checkpoint_id < before_id)
+                and metadata_matches(tup.metadata, want)
+            ):
+                yield tup
+            return
+        after: tuple[str, str, str] | None = None
+        produced = 0
+        what = f"list of thread {addr.thread_id!r}" if addr else "list of every thread"
+        while True:
+            page = self._page if limit is None else min(self._page, limit - produced)
+            q = self._sql.list_page(
+                thread_id=addr.thread_id if addr else None,
+                ns=only_ns,
+                before_id=before_id,
+                filter=want,
+                after=after,
+                page=page,
+                jsonb=jsonb,
+            )
+            rows = await self._fetchall(what, q.text, q.params)
+            for row in rows:
+                yield decode_row(serde, row)
+            produced += len(rows)
+            if len(rows) < page or (limit is not None and produced >= limit):
+                return
+            last = rows[-1]
+            after = (last[2], last[0], last[1])
+
+    # --- writes -----------------------------------------------------------------------
+
+    async def aput(
+        self,
+        serde: SerializerProtocol,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        at, params = encode_put(
+            serde, config, checkpoint, metadata, new_versions, inline=self._inline
+        )
+        what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
+        await self._execute(what, self._sql.put, params)
+        return at.to_config()
+
+    async def aput_writes(
+        self,
+        serde: SerializerProtocol,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        addr, params = encode_writes(serde, config, writes, task_id, task_path)
+        what = (
+            f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
+            f"in thread {addr.thread_id!r}"
+        )
+        await self._execute(what, self._sql.put_writes, params)
+
+    # --- thread operations --------------------------------------------------------------
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        tid = str(thread_id)
+        await self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
+
+    async def _async_sweep(self, conn: AsyncConnection[Any], threads: Sequence[str]) -> None:
+        if threads:
+            params = {"threads": sorted(set(threads))}
+            await conn.execute(self._sql.sweep_writes, params)
+            await conn.execute(self._sql.sweep_blobs, params)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = check_thread_ids(run_ids, "run_ids")
+        if not runs:
+            return
+
+        async def op(conn: AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                cur = await conn.execute(self._sql.delete_runs, {"runs": runs})
+                threads = [r[0] for r in await cur.fetchall()]
+                await self._async_sweep(conn, threads)
+
+        await self._run(f"delete_for_runs {runs!r}", op)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        src, dst = str(source_thread_id), str(target_thread_id)
+        if src == dst:
+            raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
+        what = f"copy_thread {src!r} -> {dst!r}"
+        await self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
+        n = check_prune(strategy, keep)
+        tids = sorted(set(check_thread_ids(thread_ids)))
+        if not tids:
+            return
+
+        async def op(conn: AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                if n == 0:
+                    await conn.execute(self._sql.prune_all, {"threads": tids})
+                    return
+                await conn.execute(self._sql.prune_checkpoints, {"threads": tids, "keep": n})
+                await self._async_sweep(conn, tids)
+
+        await self._run(f"prune ({strategy}) of threads {tids!r}", op)
+
+    # --- schema -----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection in autocommit mode for session-level work (migrations, leases).
+
+        A URL-built saver opens a connection of its own, so a long lease never
+        takes a slot of the pool its run needs.
+        """
+        if self._conninfo is not None:
+            conn = await AsyncConnection.connect(
+                self._conninfo, **{**self._connect_kwargs, "autocommit": True}
+            )
+            async with conn:
+                yield conn
+            return
+        async with self._raw() as conn:
+            was = conn.autocommit
+            if not was:
+                await conn.set_autocommit(True)
+            try:
+                yield conn
+            finally:
+                if not was and not conn.closed:
+                    await conn.set_autocommit(False)
+
+    async def asetup(self) -> None:
+        key = f"tether.migrate:{self._sql.schema}"
+        try:
+            async with self._session() as conn:
+                await conn.execute(_schema.LOCK, (key,))
+                try:
+                    await self._async_migrate(conn)
+                finally:
+                    if not conn.closed:
+                        await conn.execute(_schema.UNLOCK, (key,))
+        except psycopg.Error as exc:
+            if is_retryable(exc):
+                raise translate(exc, "setup") from exc
+            raise MigrationError(
+                f"setup of schema {self._sql.schema!r} failed ({type(exc).__name__}: {exc}); "
+                "the store is at its previous version"
+            ) from exc
+
+    async def _async_migrate(self, conn: AsyncConnection[Any]) -> None:
+        schema = f'"{self._sql.schema}"'
+        cur = await conn.execute(_schema.MIGRATIONS_EXIST, (self._sql.migrations,))
+        row = await cur.fetchone()
+        current = 0
+        if row is not None and row[0]:
+            cur = await conn.execute(_schema.CURRENT_VERSION.format(schema=schema))
+            row = await cur.fetchone()
+            current = int(row[0]) if row is not None else 0
+        if current > _schema.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"schema {self._sql.schema!r} is at tether schema version {current}, newer than "
+                f"version {_schema.SCHEMA_VERSION} this tether supports; upgrade tether "
+                "(nothing was changed)",
+                found=current,
+                supported=_schema.SCHEMA_VERSION,
+            )
+        if current == _schema.SCHEMA_VERSION:
+            return
+        await conn.execute(_schema.CREATE_SCHEMA.format(schema=schema))
+        await conn.execute(_schema.CREATE_MIGRATIONS.format(schema=schema))
+        for version, migration in enumerate(_schema.MIGRATIONS, start=1):
+            if version <= current:
+                continue
+            record = _schema.RECORD.format(schema=schema)
+            if migration.concurrent:
+                if migration.index is not None:
+                    cur = await conn.execute(
+                        _schema.INVALID_INDEX, (self._sql.schema, migration.index)
+                    )
+                    if await cur.fetchone() is not None:
+                        drop = _schema.DROP_INDEX.format(schema=schema, index=migration.index)
+                        await conn.execute(drop)
+                for statement in migration.statements:
+                    await conn.execute(statement.format(schema=schema))
+                await conn.execute(record, (version, migration.name))
+            else:
+                async with conn.transaction():
+                    for statement in migration.statements:
+                        await conn.execute(statement.format(schema=schema))
+                    await conn.execute(record, (version, migration.name))
+
+    # --- leases -----------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def alease(
+        self,
+        thread_id: str,
+        *,
+        wait: bool,
+        timeout: float | None,  # noqa: ASYNC109 -- a lock wait, not an I/O timeout
+    ) -> AsyncIterator[None]:
+        tid = str(thread_id)
+        key = self._sql.lease_key(tid)
+        if tid in self._leases:
+            raise ThreadBusyError(
+                f"thread {tid!r} is already leased by this saver; a run holds one lease per thread",
+                thread_id=tid,
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            session = self._session() if self._single is None else None
+            async with contextlib.AsyncExitStack() as stack:
+                conn = await stack.enter_async_context(session) if session else None
+                await self._async_acquire(conn, key, tid, wait=wait, deadline=deadline)
+                self._leases.add(tid)
+                try:
+                    yield
+                finally:
+                    self._leases.discard(tid)
+                    await self._async_release(conn, key)
+        except psycopg.Error as exc:
+            raise translate(exc, f"lease of thread {tid!r}") from exc
+
+    async def _async_lock_query(
+        self, conn: AsyncConnection[Any] | None, query: str, key: str
+    ) -> Any:
+        if conn is not None:
+            cur = await conn.execute(query, (key,))
+            row = await cur.fetchone()
+            return row[0] if row else None
+        async with self._raw() as single:
+            async with self._tx(single):
+                cur = await single.execute(query, (key,))
+                row = await cur.fetchone()
+            return row[0] if row else None
+
+    async def _async_acquire(
+        self,
+        conn: AsyncConnection[Any] | None,
+        key: str,
+        tid: str,
+        *,
+        wait: bool,
+        deadline: float | None,
+    ) -> None:
+        while not await self._async_lock_query(conn, self._sql.try_lease, key):
+            if not wait or (deadline is not None and time.monotonic() >= deadline):
+                how = "" if not wait else " within the timeout"
+                raise ThreadBusyError(
+                    f"thread {tid!r} is leased by another run (process or machine){how}; "
+                    "retry later, or pass wait=True to wait for it",
+                    thread_id=tid,
+                )
+            await asyncio.sleep(_LEASE_POLL)
+
+    async def _async_release(self, conn: AsyncConnection[Any] | None, key: str) -> None:
+        if conn is not None and conn.closed:
+            return  # the session ended, and with it the lock
+        with contextlib.suppress(psycopg.OperationalError):
+            await self._async_lock_query(conn, self._sql.release_lease, key)

@@ -1,0 +1,57 @@
+"""psycopg errors -> tether errors, in one place (chained with ``raise ... from``)."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import PoolTimeout
+
+from tether.errors import (
+    ConflictError,
+    StorageError,
+    StorageTimeout,
+    StorageUnavailable,
+    TetherError,
+)
+
+__all__ = ["is_retryable", "translate"]
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether the connection was lost, so an idempotent operation may run once more.
+
+    A timeout is not retried: the caller set the limit on purpose.
+    """
+    if isinstance(exc, PoolTimeout | pg_errors.QueryCanceled | pg_errors.LockNotAvailable):
+        return False
+    return isinstance(exc, psycopg.OperationalError)
+
+
+def translate(exc: psycopg.Error, what: str) -> TetherError:
+    """The tether error for a driver error raised while doing ``what``."""
+    detail = f"{type(exc).__name__}: {str(exc).strip()}"
+    if isinstance(exc, PoolTimeout):
+        return StorageTimeout(
+            f"{what}: no Postgres connection free in time ({detail}); raise pool_size "
+            "or the pool timeout, or run fewer concurrent operations"
+        )
+    if isinstance(exc, pg_errors.QueryCanceled):
+        return StorageTimeout(
+            f"{what}: Postgres cancelled the statement ({detail}); it ran past "
+            "statement_timeout (raise the option) or was cancelled by an administrator"
+        )
+    if isinstance(exc, pg_errors.LockNotAvailable):
+        return StorageTimeout(f"{what}: a lock was not granted in time ({detail})")
+    if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        return ConflictError(f"{what}: a concurrent transaction conflicted ({detail}); retry")
+    if isinstance(exc, pg_errors.UndefinedTable):
+        return StorageError(
+            f"{what}: the tether tables do not exist ({detail}); call saver.setup() once "
+            "to create them"
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StorageUnavailable(
+            f"{what}: the Postgres connection failed ({detail}); retry, the pool "
+            "replaces broken connections"
+        )
+    return StorageError(f"{what}: Postgres error ({detail})")

@@ -1,0 +1,533 @@
+"""``PostgresSaver``: one class for sync and async callers over psycopg 3.
+
+How sync and async callers are served depends on what the saver was built from:
+
+============================  ==========================  ===========================
+built from                    sync methods                async methods
+============================  ==========================  ===========================
+``from_conn_string(url)``     own ``ConnectionPool``      own ``AsyncConnectionPool``
+``Connection``/``ConnectionPool``  that resource          the sync core in a worker
+                                                          thread (never on the loop)
+``AsyncConnection``/``AsyncConnectionPool``  ConfigError  that resource
+============================  ==========================  ===========================
+
+A URL-built saver creates each pool on first use (an async pool must be
+opened inside a running event loop), so a purely async program never opens
+the sync pool and vice versa. There is deliberately no sync-over-async
+bridge (a sync call waiting on the event loop deadlocks when made from the
+loop thread): a saver built from an async-only resource refuses sync calls
+with a :class:`~tether.errors.ConfigError` that says what to do instead.
+
+Pool sizing: each pool holds up to ``pool_size`` connections (default 10).
+One operation uses one connection for one statement or transaction (``list``
+one per page), so ``pool_size`` bounds the concurrent operations of this
+process, not the number of threads served; size it to your worker
+concurrency and keep ``processes x pool_size`` below the server's
+``max_connections`` (or put PgBouncer in front, with
+``prepare_threshold=None`` in transaction mode). A lease opens its own
+connection on a URL-built saver; on a user pool it holds one pool connection
+for as long as it is held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from typing import Any, Self
+
+from psycopg import AsyncConnection, Connection
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from tether.backends.postgres._async import _AsyncPostgresCore
+from tether.backends.postgres._sql import Statements
+from tether.backends.postgres._sync import _PostgresCore
+from tether.base import BaseCheckpointSaver, PruneStrategy
+from tether.checkpoint import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    Config,
+)
+from tether.errors import ConfigError
+from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
+
+__all__ = ["PostgresSaver"]
+
+_Source = Connection[Any] | ConnectionPool[Any] | AsyncConnection[Any] | AsyncConnectionPool[Any]
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+def _statement_timeout_ms(seconds: float | None) -> int | None:
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+        raise ConfigError(
+            f"statement_timeout must be a positive number of seconds, got {seconds!r}"
+        )
+    return max(1, round(seconds * 1000))
+
+
+class _Resources:
+    """Cores, pools and their locks; shared by ``with_allowlist`` clones of one saver."""
+
+    def __init__(self) -> None:
+        self.sync: _PostgresCore | None = None
+        self.aio: _AsyncPostgresCore | None = None
+        self.sync_lock = threading.Lock()
+        self.aio_lock: asyncio.Lock | None = None
+        self.owned_sync: ConnectionPool[Any] | None = None
+        self.owned_aio: AsyncConnectionPool[Any] | None = None
+        self.url: str | None = None
+        self.pool_args: dict[str, Any] = {}
+        self.connect_kwargs: dict[str, Any] = {}
+        self.timeout_ms: int | None = None
+
+
+class PostgresSaver(BaseCheckpointSaver):
+    """Checkpoints in Postgres, for sync and async callers (see the module doc).
+
+    Args:
+        conn: a psycopg ``Connection``, ``AsyncConnection``, ``ConnectionPool`` or
+            ``AsyncConnectionPool``. The saver never closes what it is given. A
+            connection should be in autocommit mode (otherwise every operation
+            runs in an explicit transaction) and not be used by others meanwhile.
+        serde: serializer for channel values and writes (default: the strict
+            MessagePack one).
+        schema: the Postgres schema holding tether's tables (created by
+            :meth:`setup`); lets several stores share one database.
+        pipeline: run each operation in psycopg pipeline mode.
+        prepare_threshold: set on every connection used; ``None`` disables
+            server-side prepared statements (PgBouncer in transaction mode).
+            By default the connection's own setting is kept.
+        inline_primitives: keep small str/int/float/bool/None channel values in
+            the checkpoint row instead of blobs. Turn off with an encrypting
+            serializer: inline values bypass it.
+        page_size: checkpoints per query when listing (memory stays bounded by it).
+
+    Example:
+        >>> with PostgresSaver.from_conn_string(url) as saver:  # doctest: +SKIP
+        ...     saver.setup()
+        ...     saver.put(config, checkpoint, metadata, new_versions)
+    """
+
+    def __init__(
+        self,
+        conn: _Source | None = None,
+        *,
+        serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
+        schema: str = "public",
+        pipeline: bool = False,
+        prepare_threshold: int | None = _UNSET,
+        inline_primitives: bool = True,
+        page_size: int = 100,
+    ) -> None:
+        super().__init__(serde=serde)
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ConfigError(f"page_size must be a positive int, got {page_size!r}")
+        self._statements = Statements(schema)
+        self._options: dict[str, Any] = {
+            "statements": self._statements,
+            "pipeline": bool(pipeline),
+            "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
+            "inline": bool(inline_primitives),
+            "page_size": page_size,
+        }
+        self._res = _Resources()
+        if conn is None:
+            return  # from_conn_string fills in the URL
+        if isinstance(conn, Connection | ConnectionPool):
+            self._res.sync = _PostgresCore(conn, **self._options)
+        elif isinstance(conn, AsyncConnection | AsyncConnectionPool):
+            self._res.aio = _AsyncPostgresCore(conn, **self._options)
+        else:
+            raise ConfigError(
+                "PostgresSaver needs a psycopg Connection, AsyncConnection, ConnectionPool or "
+                f"AsyncConnectionPool (or use PostgresSaver.from_conn_string), got "
+                f"{type(conn).__name__}"
+            )
+
+    @classmethod
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pool_size: int = 10,
+        min_size: int = 1,
+        pool_timeout: float = 30.0,
+        statement_timeout: float | None = None,
+        prepare_threshold: int | None = 5,
+        pipeline: bool = False,
+        schema: str = "public",
+        serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
+        inline_primitives: bool = True,
+        page_size: int = 100,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> PostgresSaver:
+        """A saver owning its pools (created on first use); close it or use it as a context manager.
+
+        Args:
+            conn_string: a libpq URL or DSN.
+            pool_size: maximum connections of each pool (sync, async).
+            min_size: connections each pool keeps open.
+            pool_timeout: seconds to wait for a free connection before
+                :class:`~tether.errors.StorageTimeout`.
+            statement_timeout: seconds a statement may run before the server
+                cancels it (:class:`~tether.errors.StorageTimeout`); ``None`` =
+                the server's setting. Applied with ``SET`` when a connection
+                opens (in PgBouncer transaction mode, set it on the role instead).
+            prepare_threshold: psycopg's; ``None`` for PgBouncer transaction mode.
+            connect_kwargs: extra keyword arguments for ``psycopg.connect``.
+            Others: as for the constructor.
+        """
+        if not isinstance(conn_string, str) or not conn_string:
+            raise ConfigError("from_conn_string needs a Postgres URL or DSN string")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ConfigError(f"pool_size must be a positive int, got {pool_size!r}")
+        saver = cls(
+            serde=serde,
+            schema=schema,
+            pipeline=pipeline,
+            prepare_threshold=_UNSET,
+            inline_primitives=inline_primitives,
+            page_size=page_size,
+        )
+        res = saver._res
+        res.url = conn_string
+        res.timeout_ms = _statement_timeout_ms(statement_timeout)
+        res.connect_kwargs = {
+            **dict(connect_kwargs or {}),
+            "autocommit": True,
+            "prepare_threshold": prepare_threshold,
+        }
+        if res.timeout_ms is not None:
+            res.connect_kwargs["options"] = (
+                res.connect_kwargs.get("options", "") + f" -c statement_timeout={res.timeout_ms}"
+            ).strip()
+        res.pool_args = {
+            "min_size": min(min_size, pool_size),
+            "max_size": pool_size,
+            "timeout": pool_timeout,
+        }
+        return saver
+
+    # --- the two cores --------------------------------------------------------------
+
+    def _sync_core(self) -> _PostgresCore:
+        res = self._res
+        if res.sync is not None:
+            return res.sync
+        if res.url is None:
+            raise ConfigError(
+                "this PostgresSaver was built from an async psycopg resource; call the async "
+                "methods (aget_tuple, alist, aput, ...) or build the saver with "
+                "PostgresSaver.from_conn_string(url), which serves sync and async callers"
+            )
+        with res.sync_lock:
+            if res.sync is None:
+                pool: ConnectionPool[Any] = ConnectionPool(
+                    res.url,
+                    kwargs=res.connect_kwargs,
+                    open=True,
+                    name="tether-sync",
+                    **res.pool_args,
+                )
+                res.owned_sync = pool
+                res.sync = _PostgresCore(
+                    pool, conninfo=res.url, connect_kwargs=res.connect_kwargs, **self._options
+                )
+        return res.sync
+
+    async def _aio_core(self) -> _AsyncPostgresCore | None:
+        res = self._res
+        if res.aio is not None or res.url is None:
+            return res.aio
+        if res.aio_lock is None:
+            res.aio_lock = asyncio.Lock()
+        async with res.aio_lock:
+            if res.aio is None:
+                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                    res.url,
+                    kwargs=res.connect_kwargs,
+                    open=False,
+                    name="tether-async",
+                    **res.pool_args,
+                )
+                await pool.open()
+                res.owned_aio = pool
+                res.aio = _AsyncPostgresCore(
+                    pool, conninfo=res.url, connect_kwargs=res.connect_kwargs, **self._options
+                )
+        return res.aio
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def close(self) -> None:
+        """Close the sync pool this saver owns (an owned async pool needs :meth:`aclose`)."""
+        res = self._res
+        pool, res.owned_sync = res.owned_sync, None
+        if pool is not None:
+            res.sync = None
+            pool.close()
+
+    async def aclose(self) -> None:
+        """Close every pool this saver owns; resources it was given stay open."""
+        res = self._res
+        pool, res.owned_aio = res.owned_aio, None
+        if pool is not None:
+            res.aio = None
+            await pool.close()
+        if res.owned_sync is not None:
+            await asyncio.to_thread(self.close)
+
+    def setup(self) -> None:
+        """Create or migrate the schema; safe to call from many processes at once.
+
+        Raises:
+            SchemaVersionError: the schema is newer than this tether (nothing changed).
+            MigrationError: a migration failed (the store stays at its previous version).
+        """
+        self._sync_core().setup()
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        core = await self._aio_core()
+        if core is None:
+            await asyncio.to_thread(self.setup)
+        else:
+            await core.asetup()
+
+    def lease(
+        self, thread_id: str, *, wait: bool = False, timeout: float | None = None
+    ) -> AbstractContextManager[None]:
+        """Hold the one-writer-per-thread lease of ``thread_id`` for a run (S5.4).
+
+        A Postgres session advisory lock, so it holds across processes and
+        machines and is released when the block ends or the holder dies.
+        Only runs that take the lease are kept apart: take it around every run.
+
+        Args:
+            thread_id: the thread to lease.
+            wait: wait for the current holder instead of failing at once.
+            timeout: with ``wait``, give up after this many seconds.
+
+        Raises:
+            ThreadBusyError: another holder has the lease (and ``wait`` is off
+                or the timeout passed).
+        """
+        return self._sync_core().lease(thread_id, wait=wait, timeout=timeout)
+
+    def alease(
+        self, thread_id: str, *, wait: bool = False, timeout: float | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """Async :meth:`lease` (``async with saver.alease(thread_id): ...``)."""
+        return self._alease(thread_id, wait=wait, timeout=timeout)
+
+    @asynccontextmanager
+    async def _alease(
+        self,
+        thread_id: str,
+        *,
+        wait: bool,
+        timeout: float | None,  # noqa: ASYNC109 -- a lock wait, not an I/O timeout
+    ) -> AsyncIterator[None]:
+        core = await self._aio_core()
+        if core is not None:
+            async with core.alease(thread_id, wait=wait, timeout=timeout):
+                yield
+            return
+        cm = self._sync_core().lease(thread_id, wait=wait, timeout=timeout)
+        await asyncio.to_thread(cm.__enter__)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(cm.__exit__, None, None, None)
+
+    # --- sync API ---------------------------------------------------------------------
+
+    def get_tuple(self, config: Config) -> CheckpointTuple | None:
+        return self._sync_core().get_tuple(self.serde, config)
+
+    def list(
+        self,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self._sync_core().list(self.serde, config, filter=filter, before=before, limit=limit)
+
+    def put(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        return self._sync_core().put(self.serde, config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._sync_core().put_writes(self.serde, config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync_core().delete_thread(thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._sync_core().delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._sync_core().copy_thread(source_thread_id, target_thread_id)
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: PruneStrategy = "keep_latest",
+        keep: int = 1,
+    ) -> None:
+        self._sync_core().prune(thread_ids, strategy=strategy, keep=keep)
+
+    # --- async API --------------------------------------------------------------------
+
+    async def aget_tuple(self, config: Config) -> CheckpointTuple | None:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.get_tuple, config)
+        return await core.aget_tuple(self.serde, config)
+
+    def alist(
+        self,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        res = self._res
+        if res.aio is not None:
+            # Validates now, so bad input fails at the call.
+            return res.aio.alist(self.serde, config, filter=filter, before=before, limit=limit)
+        if res.url is None:
+            it = self.list(config, filter=filter, before=before, limit=limit)
+            return self._alist_threaded(it)
+        return self._alist_lazy(config, filter=filter, before=before, limit=limit)
+
+    async def _alist_lazy(
+        self,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None,
+        before: Config | None,
+        limit: int | None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        core = await self._aio_core()
+        assert core is not None
+        async for item in core.alist(self.serde, config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def _alist_threaded(
+        self, it: Iterator[CheckpointTuple]
+    ) -> AsyncIterator[CheckpointTuple]:
+        # The sync listing pages by key and holds no connection between pages,
+        # so advancing it from different worker threads is safe.
+        def page() -> list[CheckpointTuple]:
+            out = []
+            for item in it:
+                out.append(item)
+                if len(out) >= self._options["page_size"]:
+                    break
+            return out
+
+        while True:
+            items = await asyncio.to_thread(page)
+            for item in items:
+                yield item
+            if len(items) < self._options["page_size"]:
+                return
+
+    async def aput(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await core.aput(self.serde, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        core = await self._aio_core()
+        if core is None:
+            await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        else:
+            await core.aput_writes(self.serde, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        core = await self._aio_core()
+        if core is None:
+            await asyncio.to_thread(self.delete_thread, thread_id)
+        else:
+            await core.adelete_thread(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        core = await self._aio_core()
+        if core is None:
+            await asyncio.to_thread(self.delete_for_runs, run_ids)
+        else:
+            await core.adelete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        core = await self._aio_core()
+        if core is None:
+            await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        else:
+            await core.acopy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: PruneStrategy = "keep_latest",
+        keep: int = 1,
+    ) -> None:
+        core = await self._aio_core()
+        if core is None:
+            await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep=keep)
+        else:
+            await core.aprune(thread_ids, strategy=strategy, keep=keep)

@@ -1,0 +1,130 @@
+"""Schema migrations of the Postgres backend (SPEC S5.3).
+
+The position of a migration in :data:`MIGRATIONS` (1-based) is its version;
+``tether_migrations`` records every version applied. Migrations only ever
+get appended. A migration is either transactional (its statements and its
+version row commit together) or ``concurrent`` (``CREATE INDEX
+CONCURRENTLY``, which Postgres refuses inside a transaction block: run in
+autocommit, then recorded; an index left INVALID by an interrupted build is
+dropped and rebuilt on the next ``setup()``).
+
+Tables (``encoding`` on blobs is 0 for "the value serialized whole"; other
+codes are reserved for delta encodings of append-style channels, S7):
+
+* ``checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+  checkpoint JSONB, metadata JSONB)`` -- ``checkpoint`` is the checkpoint
+  without channel values except the small primitive ones, kept inline;
+* ``checkpoint_blobs(thread_id, checkpoint_ns, channel, version, encoding,
+  type, blob)`` -- one row per written channel version;
+* ``checkpoint_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+  task_path, channel, type, blob)``.
+
+Indexes: the three primary keys (every per-thread query and the thread
+operations are prefix scans of them), ``checkpoints(thread_id, checkpoint_id,
+checkpoint_ns)`` for listing a thread across namespaces newest first,
+``checkpoints(checkpoint_id, thread_id, checkpoint_ns)`` for listing every
+thread, and a partial expression index on ``metadata ->> 'run_id'`` for
+``delete_for_runs``. Blobs and writes need no index beyond their keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema step: ``{schema}`` in the statements is the quoted schema name."""
+
+    name: str
+    statements: tuple[str, ...]
+    concurrent: bool = False
+    index: str | None = None  # for a concurrent index build: its name (to repair)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "tables",
+        (
+            """CREATE TABLE IF NOT EXISTS {schema}.checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    checkpoint JSONB NOT NULL,
+    metadata JSONB NOT NULL DEFAULT '{{}}',
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)""",
+            """CREATE TABLE IF NOT EXISTS {schema}.checkpoint_blobs (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    channel TEXT NOT NULL,
+    version TEXT NOT NULL,
+    encoding SMALLINT NOT NULL DEFAULT 0,
+    type TEXT NOT NULL,
+    blob BYTEA,
+    PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+)""",
+            """CREATE TABLE IF NOT EXISTS {schema}.checkpoint_writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    channel TEXT NOT NULL,
+    type TEXT NOT NULL,
+    blob BYTEA,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+)""",
+        ),
+    ),
+    Migration(
+        "checkpoints_thread_id_idx",
+        (
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_thread_id_idx "
+            "ON {schema}.checkpoints (thread_id, checkpoint_id, checkpoint_ns)",
+        ),
+        concurrent=True,
+        index="checkpoints_thread_id_idx",
+    ),
+    Migration(
+        "checkpoints_id_idx",
+        (
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_id_idx "
+            "ON {schema}.checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+        ),
+        concurrent=True,
+        index="checkpoints_id_idx",
+    ),
+    Migration(
+        "checkpoints_run_id_idx",
+        (
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_run_id_idx "
+            "ON {schema}.checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id'",
+        ),
+        concurrent=True,
+        index="checkpoints_run_id_idx",
+    ),
+)
+
+#: The schema version this tether writes and reads.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+CREATE_MIGRATIONS = """CREATE TABLE IF NOT EXISTS {schema}.tether_migrations (
+    v INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)"""
+MIGRATIONS_EXIST = "SELECT to_regclass(%s) IS NOT NULL"
+CURRENT_VERSION = "SELECT coalesce(max(v), 0) FROM {schema}.tether_migrations"
+RECORD = "INSERT INTO {schema}.tether_migrations (v, name) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+INVALID_INDEX = """SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relname = %s AND NOT i.indisvalid"""
+DROP_INDEX = "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{index}"
+LOCK = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
+UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"

@@ -1,0 +1,291 @@
+"""Statement text of the Postgres backend, I/O-free and shared by both cores.
+
+Every statement is built once per saver for its schema (a validated
+identifier, the only thing ever formatted into SQL); every value, metadata
+filter keys included, travels as a bound parameter.
+
+Writes are single statements wherever the work allows it (data-modifying
+CTEs): one statement is one implicit transaction in autocommit mode, so a
+``put`` is atomic and costs one round trip, with no BEGIN/COMMIT around it.
+"""
+
+# ruff: noqa: S608 -- the only formatted-in text is the schema name, checked by
+# check_schema_name; values always travel as bound parameters.
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import ConfigError
+
+__all__ = ["ListQuery", "Statements", "check_schema_name"]
+
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def check_schema_name(schema: str) -> str:
+    """A schema name safe to format into SQL (lower-case identifier)."""
+    if not isinstance(schema, str) or not _IDENT.match(schema):
+        raise ConfigError(
+            f"schema {schema!r} must be a lower-case SQL identifier "
+            "(letters, digits, underscore; at most 63 characters)"
+        )
+    return schema
+
+
+# Columns every read returns, in this order (see _codec.decode_row): the
+# checkpoint, its parent, and -- in the same round trip -- its channel blobs
+# and pending writes as parallel arrays, the writes already in S2.4 order.
+_READ_COLUMNS = """
+    c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+    c.checkpoint, c.metadata,
+    b.channels, b.types, b.blobs,
+    w.task_ids, w.channels, w.types, w.blobs
+"""
+
+
+def _read_joins(blobs: str, writes: str) -> str:
+    # Inline (primitive) channels are skipped: their value is in the checkpoint.
+    return f"""
+    LEFT JOIN LATERAL (
+        SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types,
+               array_agg(bl.blob) AS blobs
+        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
+        JOIN {blobs} bl
+          ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
+         AND bl.channel = v.key AND bl.version = v.value
+        WHERE NOT coalesce(c.checkpoint -> 'channel_values' ? v.key, false)
+    ) b ON true
+    LEFT JOIN LATERAL (
+        SELECT array_agg(cw.task_id ORDER BY cw.task_path, cw.task_id, cw.idx) AS task_ids,
+               array_agg(cw.channel ORDER BY cw.task_path, cw.task_id, cw.idx) AS channels,
+               array_agg(cw.type ORDER BY cw.task_path, cw.task_id, cw.idx) AS types,
+               array_agg(cw.blob ORDER BY cw.task_path, cw.task_id, cw.idx) AS blobs
+        FROM {writes} cw
+        WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns
+          AND cw.checkpoint_id = c.checkpoint_id
+    ) w ON true
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """One page query of ``list`` and its parameters."""
+
+    text: str
+    params: list[Any]
+
+
+class Statements:
+    """All statement text for one schema."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = check_schema_name(schema)
+        q = f'"{self.schema}"'
+        self.checkpoints = f"{q}.checkpoints"
+        self.blobs = f"{q}.checkpoint_blobs"
+        self.writes = f"{q}.checkpoint_writes"
+        self.migrations = f"{q}.tether_migrations"
+        joins = _read_joins(self.blobs, self.writes)
+        self._select = f"SELECT {_READ_COLUMNS} FROM {self.checkpoints} c {joins}"
+
+        self.get_by_id = (
+            self._select + " WHERE c.thread_id = %s AND c.checkpoint_ns = %s"
+            " AND c.checkpoint_id = %s"
+        )
+        self.get_latest = (
+            self._select + " WHERE c.thread_id = %s AND c.checkpoint_ns = %s"
+            " ORDER BY c.checkpoint_id DESC LIMIT 1"
+        )
+
+        self.put = f"""
+WITH blobs AS (
+    INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, type, blob)
+    SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.blob
+    FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
+                %(blobs)s::bytea[]) AS x(channel, version, type, blob)
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
+        SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding
+)
+INSERT INTO {self.checkpoints}
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+VALUES (%(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(checkpoint)s::jsonb,
+        %(metadata)s::jsonb)
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+    SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+        checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+"""
+
+        # Special writes (negative idx) replace, ordinary ones are insert-or-ignore
+        # (S2.4); both halves in one statement so a batch is atomic.
+        write_cols = (
+            "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
+            "channel, type, blob)"
+        )
+        write_src = """
+    SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
+           x.idx, x.channel, x.type, x.blob
+    FROM unnest({idx}::integer[], {ch}::text[], {ty}::text[], {bl}::bytea[])
+        AS x(idx, channel, type, blob)"""
+        special = write_src.format(
+            idx="%(s_idx)s", ch="%(s_channels)s", ty="%(s_types)s", bl="%(s_blobs)s"
+        )
+        ordinary = write_src.format(
+            idx="%(o_idx)s", ch="%(o_channels)s", ty="%(o_types)s", bl="%(o_blobs)s"
+        )
+        pk = "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
+        self.put_writes = f"""
+WITH special AS (
+    INSERT INTO {self.writes} {write_cols} {special}
+    ON CONFLICT {pk} DO UPDATE
+        SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob,
+            task_path = EXCLUDED.task_path
+)
+INSERT INTO {self.writes} {write_cols} {ordinary}
+ON CONFLICT {pk} DO NOTHING
+"""
+
+        self.delete_thread = f"""
+WITH w AS (DELETE FROM {self.writes} WHERE thread_id = %(t)s),
+     b AS (DELETE FROM {self.blobs} WHERE thread_id = %(t)s)
+DELETE FROM {self.checkpoints} WHERE thread_id = %(t)s
+"""
+
+        # copy_thread: one statement, so the copy is all-or-nothing.
+        self.copy_thread = f"""
+WITH b AS (
+    INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, encoding, type, blob)
+    SELECT %(dst)s, checkpoint_ns, channel, version, encoding, type, blob
+    FROM {self.blobs} WHERE thread_id = %(src)s
+    ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
+        SET encoding = EXCLUDED.encoding, type = EXCLUDED.type, blob = EXCLUDED.blob
+), w AS (
+    INSERT INTO {self.writes} {write_cols}
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+    FROM {self.writes} WHERE thread_id = %(src)s
+    ON CONFLICT {pk} DO UPDATE
+        SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,
+            type = EXCLUDED.type, blob = EXCLUDED.blob
+)
+INSERT INTO {self.checkpoints}
+    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata
+FROM {self.checkpoints} WHERE thread_id = %(src)s
+ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+    SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+        checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+"""
+
+        # Thread operations that drop checkpoints run as three statements in one
+        # transaction. The blob sweep is last and, in READ COMMITTED, takes a
+        # fresh snapshot: a checkpoint another process committed meanwhile is
+        # seen, so the blobs it refers to survive (the appending-writer test).
+        self.delete_runs = f"""
+DELETE FROM {self.checkpoints}
+WHERE metadata ->> 'run_id' = ANY(%(runs)s::text[])
+RETURNING thread_id
+"""
+        self.prune_checkpoints = f"""
+DELETE FROM {self.checkpoints} c
+USING (
+    SELECT thread_id, checkpoint_ns, checkpoint_id,
+           row_number() OVER (PARTITION BY thread_id, checkpoint_ns
+                              ORDER BY checkpoint_id DESC) AS rn
+    FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
+) r
+WHERE c.thread_id = r.thread_id AND c.checkpoint_ns = r.checkpoint_ns
+  AND c.checkpoint_id = r.checkpoint_id AND r.rn > %(keep)s
+"""
+        # Writes whose checkpoint is gone, then blobs no checkpoint refers to,
+        # both limited to the threads just touched (every namespace of them).
+        self.sweep_writes = f"""
+DELETE FROM {self.writes} w
+WHERE w.thread_id = ANY(%(threads)s::text[])
+  AND NOT EXISTS (
+    SELECT 1 FROM {self.checkpoints} c
+    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+      AND c.checkpoint_id = w.checkpoint_id)
+"""
+        self.sweep_blobs = f"""
+WITH live AS MATERIALIZED (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM {self.checkpoints} c
+    CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
+    WHERE c.thread_id = ANY(%(threads)s::text[])
+)
+DELETE FROM {self.blobs} bl
+WHERE bl.thread_id = ANY(%(threads)s::text[])
+  AND NOT EXISTS (
+    SELECT 1 FROM live
+    WHERE live.thread_id = bl.thread_id AND live.checkpoint_ns = bl.checkpoint_ns
+      AND live.channel = bl.channel AND live.version = bl.version)
+"""
+        self.prune_all = f"""
+WITH w AS (DELETE FROM {self.writes} WHERE thread_id = ANY(%(threads)s::text[])),
+     b AS (DELETE FROM {self.blobs} WHERE thread_id = ANY(%(threads)s::text[]))
+DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
+"""
+
+        self.try_lease = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+        self.release_lease = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+
+    def lease_key(self, thread_id: str) -> str:
+        """The text hashed into the advisory-lock key of a thread's lease."""
+        return f"tether.lease:{self.schema}:{thread_id}"
+
+    def list_page(
+        self,
+        *,
+        thread_id: str | None,
+        ns: str | None,
+        before_id: str | None,
+        filter: dict[str, Any],
+        after: tuple[str, str, str] | None,
+        page: int,
+        jsonb: Any,
+    ) -> ListQuery:
+        """The query of one ``list`` page, newest first, resuming after the key ``after``.
+
+        Keyset pagination: each page is one indexed query starting where the
+        previous one stopped, so no cursor is held between pages and memory
+        stays bounded by the page size. The key is
+        ``(checkpoint_id, thread_id, checkpoint_ns)``, unique per row.
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        if thread_id is not None:
+            where.append("c.thread_id = %s")
+            params.append(thread_id)
+        if ns is not None:
+            where.append("c.checkpoint_ns = %s")
+            params.append(ns)
+        if before_id is not None:
+            where.append("c.checkpoint_id < %s")
+            params.append(before_id)
+        for key, value in filter.items():
+            # JSONB `=` is exact equality with numbers by value and booleans apart
+            # from numbers (metadata_matches); a missing key gives NULL, never true.
+            where.append("c.metadata -> %s = %s::jsonb")
+            params.extend([key, jsonb(value)])
+        if thread_id is not None and ns is not None:
+            order = "c.checkpoint_id DESC"
+            if after is not None:
+                where.append("c.checkpoint_id < %s")
+                params.append(after[0])
+        elif thread_id is not None:
+            order = "c.checkpoint_id DESC, c.checkpoint_ns DESC"
+            if after is not None:
+                where.append("(c.checkpoint_id, c.checkpoint_ns) < (%s, %s)")
+                params.extend([after[0], after[2]])
+        else:
+            order = "c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC"
+            if after is not None:
+                where.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (%s, %s, %s)")
+                params.extend(after)
+        text = self._select
+        if where:
+            text += " WHERE " + " AND ".join(where)
+        text += f" ORDER BY {order} LIMIT %s"
+        params.append(page)
+        return ListQuery(text, params)

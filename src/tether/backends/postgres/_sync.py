@@ -1,0 +1,468 @@
+# GENERATED FILE: do not edit. Source: src/tether/backends/postgres/_async.py
+# Regenerate with `make gen-sync` (tools/gen_sync.py); CI checks it is current.
+"""The async Postgres core: the hand-written source of both cores.
+
+``_sync.py`` is generated from this file by ``tools/gen_sync.py`` (``make
+gen-sync``); CI fails when it is stale. Write code here that turns into
+correct sync code by dropping ``async``/``await`` and the ``Async`` prefixes:
+blocks that only make sense in one of the two are marked (``# tether: begin
+
+The core is private: :class:`~tether.backends.postgres.PostgresSaver` holds
+one core per flavour and passes its serializer on every call (so
+``with_allowlist`` clones can share the cores and their pools).
+
+Connections: from a pool, one connection per operation (one per *page* for
+``list``, so an abandoned listing never pins a connection); from a single
+connection, operations take turns under a lock. Every operation is either
+one statement (autocommit: an implicit transaction, one round trip) or one
+explicit transaction. Because each operation is idempotent (upserts,
+insert-or-ignore, deletes), one that lost its pooled connection is run once
+more on a fresh connection before the error reaches the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import Connection
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from tether.backends._common import (
+    check_filter,
+    check_limit,
+    check_prune,
+    check_thread_ids,
+    metadata_matches,
+)
+from tether.backends.postgres import _schema
+from tether.backends.postgres._codec import decode_row, encode_put, encode_writes, jsonb
+from tether.backends.postgres._errors import is_retryable, translate
+from tether.backends.postgres._sql import Statements
+from tether.checkpoint import (
+    Address,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    Config,
+)
+from tether.errors import ConfigError, MigrationError, SchemaVersionError, ThreadBusyError
+from tether.serde.base import SerializerProtocol
+
+__all__ = ["_PostgresCore"]
+
+T = TypeVar("T")
+_Rows = list[tuple[Any, ...]]
+
+#: How often a waiting lease retries its advisory lock.
+_LEASE_POLL = 0.05
+
+
+class _PostgresCore:
+    """Every saver operation over one psycopg connection or pool (see module doc)."""
+
+    def __init__(
+        self,
+        source: Connection[Any] | ConnectionPool[Any],
+        *,
+        statements: Statements,
+        pipeline: bool,
+        prepare_threshold: int | bool | None,
+        inline: bool,
+        page_size: int,
+        conninfo: str | None = None,
+        connect_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._pool: ConnectionPool[Any] | None = None
+        self._single: Connection[Any] | None = None
+        if isinstance(source, ConnectionPool):
+            self._pool = source
+        else:
+            self._single = source
+        self._sql = statements
+        self._pipeline = pipeline
+        # False = leave the connection's own setting alone.
+        self._prepare_threshold = prepare_threshold
+        self._inline = inline
+        self._page = page_size
+        self._conninfo = conninfo
+        self._connect_kwargs = dict(connect_kwargs or {})
+        self._lock = threading.Lock()
+        self._leases: set[str] = set()
+
+    # --- connections ------------------------------------------------------------------
+
+    def _configure(self, conn: Connection[Any]) -> None:
+        if self._prepare_threshold is not False:
+            conn.prepare_threshold = self._prepare_threshold
+
+    @contextmanager
+    def _raw(self) -> Iterator[Connection[Any]]:
+        """A connection for one operation, without pipeline mode."""
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                self._configure(conn)
+                yield conn
+        else:
+            assert self._single is not None
+            with self._lock:
+                self._configure(self._single)
+                yield self._single
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection[Any]]:
+        with self._raw() as conn:
+            if self._pipeline:
+                with conn.pipeline():
+                    yield conn
+            else:
+                yield conn
+
+    @staticmethod
+    def _tx(conn: Connection[Any]) -> contextlib.AbstractContextManager[Any]:
+        """The transaction a single statement needs: none in autocommit mode."""
+        if conn.autocommit:
+            return contextlib.nullcontext()
+        return conn.transaction()
+
+    def _run(self, what: str, op: Callable[[Connection[Any]], T]) -> T:
+        """Run ``op`` on a connection; translate driver errors; retry a lost pooled one once."""
+        attempts = 2 if self._pool is not None else 1
+        for attempt in range(attempts):
+            try:
+                with self._connection() as conn:
+                    return op(conn)
+            except psycopg.Error as exc:
+                if attempt + 1 < attempts and is_retryable(exc):
+                    continue
+                raise translate(exc, what) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _fetchall(self, what: str, query: str, params: Any) -> _Rows:
+        def op(conn: Connection[Any]) -> _Rows:
+            with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+                cur.execute(query, params)
+                return cur.fetchall()
+
+        return self._run(what, op)
+
+    def _execute(self, what: str, query: str, params: Any) -> None:
+        def op(conn: Connection[Any]) -> None:
+            with self._tx(conn):
+                conn.execute(query, params)
+
+        self._run(what, op)
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
+        addr = Address.from_config(config)
+        if addr.checkpoint_id is not None:
+            query = self._sql.get_by_id
+            params: tuple[str, ...] = (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
+        else:
+            query = self._sql.get_latest
+            params = (addr.thread_id, addr.checkpoint_ns)
+        rows = self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
+        return decode_row(serde, rows[0]) if rows else None
+
+    def list(
+        self,
+        serde: SerializerProtocol,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        # Validated here, so bad input fails at the call, not at the first item.
+        addr = Address.optional(config)
+        want = check_filter(filter)
+        limit = check_limit(limit)
+        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
+        if before is not None and before_id is None:
+            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
+        return self._sync_list(serde, addr, only_ns, want, before_id, limit)
+
+    def _sync_list(
+        self,
+        serde: SerializerProtocol,
+        addr: Address | None,
+        only_ns: str | None,
+        want: dict[str, Any],
+        before_id: str | None,
+        limit: int | None,
+    ) -> Iterator[CheckpointTuple]:
+        if limit == 0:
+            return
+        if addr is not None and addr.checkpoint_id is not None:
+            tup = self.get_tuple(serde, addr.to_config())
+            if (
+                tup is not None
+                and (before_id is None or addr.checkpoint_id < before_id)
+                and metadata_matches(tup.metadata, want)
+            ):
+                yield tup
+            return
+        after: tuple[str, str, str] | None = None
+        produced = 0
+        what = f"list of thread {addr.thread_id!r}" if addr else "list of every thread"
+        while True:
+            page = self._page if limit is None else min(self._page, limit - produced)
+            q = self._sql.list_page(
+                thread_id=addr.thread_id if addr else None,
+                ns=only_ns,
+                before_id=before_id,
+                filter=want,
+                after=after,
+                page=page,
+                jsonb=jsonb,
+            )
+            rows = self._fetchall(what, q.text, q.params)
+            for row in rows:
+                yield decode_row(serde, row)
+            produced += len(rows)
+            if len(rows) < page or (limit is not None and produced >= limit):
+                return
+            last = rows[-1]
+            after = (last[2], last[0], last[1])
+
+    # --- writes -----------------------------------------------------------------------
+
+    def put(
+        self,
+        serde: SerializerProtocol,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        at, params = encode_put(
+            serde, config, checkpoint, metadata, new_versions, inline=self._inline
+        )
+        what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
+        self._execute(what, self._sql.put, params)
+        return at.to_config()
+
+    def put_writes(
+        self,
+        serde: SerializerProtocol,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        addr, params = encode_writes(serde, config, writes, task_id, task_path)
+        what = (
+            f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
+            f"in thread {addr.thread_id!r}"
+        )
+        self._execute(what, self._sql.put_writes, params)
+
+    # --- thread operations --------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        tid = str(thread_id)
+        self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
+
+    def _sync_sweep(self, conn: Connection[Any], threads: Sequence[str]) -> None:
+        if threads:
+            params = {"threads": sorted(set(threads))}
+            conn.execute(self._sql.sweep_writes, params)
+            conn.execute(self._sql.sweep_blobs, params)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = check_thread_ids(run_ids, "run_ids")
+        if not runs:
+            return
+
+        def op(conn: Connection[Any]) -> None:
+            with conn.transaction():
+                cur = conn.execute(self._sql.delete_runs, {"runs": runs})
+                threads = [r[0] for r in cur.fetchall()]
+                self._sync_sweep(conn, threads)
+
+        self._run(f"delete_for_runs {runs!r}", op)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        src, dst = str(source_thread_id), str(target_thread_id)
+        if src == dst:
+            raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
+        what = f"copy_thread {src!r} -> {dst!r}"
+        self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
+        n = check_prune(strategy, keep)
+        tids = sorted(set(check_thread_ids(thread_ids)))
+        if not tids:
+            return
+
+        def op(conn: Connection[Any]) -> None:
+            with conn.transaction():
+                if n == 0:
+                    conn.execute(self._sql.prune_all, {"threads": tids})
+                    return
+                conn.execute(self._sql.prune_checkpoints, {"threads": tids, "keep": n})
+                self._sync_sweep(conn, tids)
+
+        self._run(f"prune ({strategy}) of threads {tids!r}", op)
+
+    # --- schema -----------------------------------------------------------------------
+
+    @contextmanager
+    def _session(self) -> Iterator[Connection[Any]]:
+        """A connection in autocommit mode for session-level work (migrations, leases).
+
+        A URL-built saver opens a connection of its own, so a long lease never
+        takes a slot of the pool its run needs.
+        """
+        if self._conninfo is not None:
+            conn = Connection.connect(
+                self._conninfo, **{**self._connect_kwargs, "autocommit": True}
+            )
+            with conn:
+                yield conn
+            return
+        with self._raw() as conn:
+            was = conn.autocommit
+            if not was:
+                conn.set_autocommit(True)
+            try:
+                yield conn
+            finally:
+                if not was and not conn.closed:
+                    conn.set_autocommit(False)
+
+    def setup(self) -> None:
+        key = f"tether.migrate:{self._sql.schema}"
+        try:
+            with self._session() as conn:
+                conn.execute(_schema.LOCK, (key,))
+                try:
+                    self._sync_migrate(conn)
+                finally:
+                    if not conn.closed:
+                        conn.execute(_schema.UNLOCK, (key,))
+        except psycopg.Error as exc:
+            if is_retryable(exc):
+                raise translate(exc, "setup") from exc
+            raise MigrationError(
+                f"setup of schema {self._sql.schema!r} failed ({type(exc).__name__}: {exc}); "
+                "the store is at its previous version"
+            ) from exc
+
+    def _sync_migrate(self, conn: Connection[Any]) -> None:
+        schema = f'"{self._sql.schema}"'
+        cur = conn.execute(_schema.MIGRATIONS_EXIST, (self._sql.migrations,))
+        row = cur.fetchone()
+        current = 0
+        if row is not None and row[0]:
+            cur = conn.execute(_schema.CURRENT_VERSION.format(schema=schema))
+            row = cur.fetchone()
+            current = int(row[0]) if row is not None else 0
+        if current > _schema.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"schema {self._sql.schema!r} is at tether schema version {current}, newer than "
+                f"version {_schema.SCHEMA_VERSION} this tether supports; upgrade tether "
+                "(nothing was changed)",
+                found=current,
+                supported=_schema.SCHEMA_VERSION,
+            )
+        if current == _schema.SCHEMA_VERSION:
+            return
+        conn.execute(_schema.CREATE_SCHEMA.format(schema=schema))
+        conn.execute(_schema.CREATE_MIGRATIONS.format(schema=schema))
+        for version, migration in enumerate(_schema.MIGRATIONS, start=1):
+            if version <= current:
+                continue
+            record = _schema.RECORD.format(schema=schema)
+            if migration.concurrent:
+                if migration.index is not None:
+                    cur = conn.execute(_schema.INVALID_INDEX, (self._sql.schema, migration.index))
+                    if cur.fetchone() is not None:
+                        drop = _schema.DROP_INDEX.format(schema=schema, index=migration.index)
+                        conn.execute(drop)
+                for statement in migration.statements:
+                    conn.execute(statement.format(schema=schema))
+                conn.execute(record, (version, migration.name))
+            else:
+                with conn.transaction():
+                    for statement in migration.statements:
+                        conn.execute(statement.format(schema=schema))
+                    conn.execute(record, (version, migration.name))
+
+    # --- leases -----------------------------------------------------------------------
+
+    @contextmanager
+    def lease(
+        self,
+        thread_id: str,
+        *,
+        wait: bool,
+        timeout: float | None,
+    ) -> Iterator[None]:
+        tid = str(thread_id)
+        key = self._sql.lease_key(tid)
+        if tid in self._leases:
+            raise ThreadBusyError(
+                f"thread {tid!r} is already leased by this saver; a run holds one lease per thread",
+                thread_id=tid,
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            session = self._session() if self._single is None else None
+            with contextlib.ExitStack() as stack:
+                conn = stack.enter_context(session) if session else None
+                self._sync_acquire(conn, key, tid, wait=wait, deadline=deadline)
+                self._leases.add(tid)
+                try:
+                    yield
+                finally:
+                    self._leases.discard(tid)
+                    self._sync_release(conn, key)
+        except psycopg.Error as exc:
+            raise translate(exc, f"lease of thread {tid!r}") from exc
+
+    def _sync_lock_query(self, conn: Connection[Any] | None, query: str, key: str) -> Any:
+        if conn is not None:
+            cur = conn.execute(query, (key,))
+            row = cur.fetchone()
+            return row[0] if row else None
+        with self._raw() as single:
+            with self._tx(single):
+                cur = single.execute(query, (key,))
+                row = cur.fetchone()
+            return row[0] if row else None
+
+    def _sync_acquire(
+        self,
+        conn: Connection[Any] | None,
+        key: str,
+        tid: str,
+        *,
+        wait: bool,
+        deadline: float | None,
+    ) -> None:
+        while not self._sync_lock_query(conn, self._sql.try_lease, key):
+            if not wait or (deadline is not None and time.monotonic() >= deadline):
+                how = "" if not wait else " within the timeout"
+                raise ThreadBusyError(
+                    f"thread {tid!r} is leased by another run (process or machine){how}; "
+                    "retry later, or pass wait=True to wait for it",
+                    thread_id=tid,
+                )
+            time.sleep(_LEASE_POLL)
+
+    def _sync_release(self, conn: Connection[Any] | None, key: str) -> None:
+        if conn is not None and conn.closed:
+            return  # the session ended, and with it the lock
+        with contextlib.suppress(psycopg.OperationalError):
+            self._sync_lock_query(conn, self._sql.release_lease, key)
