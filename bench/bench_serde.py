@@ -37,7 +37,7 @@ from tether.serde import MsgpackSerializer
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-class Role(str, enum.Enum):
+class Role(enum.StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
 

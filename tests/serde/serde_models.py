@@ -1,0 +1,161 @@
+"""Importable types for the serializer tests (a real module, as user types are)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from datetime import datetime
+from typing import NamedTuple
+
+import pydantic
+import pydantic.v1
+
+
+class Color(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Flags(enum.Flag):
+    A = 1
+    B = 2
+
+
+class Point(NamedTuple):
+    x: int
+    y: int = 0
+
+
+class Address(pydantic.BaseModel):
+    city: str
+    zip: str | None = None
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+    address: Address
+    tags: tuple[str, ...] = ()
+    seen: datetime | None = None
+
+
+class Legacy(pydantic.v1.BaseModel):
+    name: str
+    count: int = 0
+
+
+@dataclasses.dataclass
+class Item:
+    k: str
+    count: int
+    note: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    id: uuid.UUID
+    when: datetime
+    color: Color
+
+
+@dataclasses.dataclass
+class Holder:
+    person: Person
+    items: list[Item]
+    point: Point
+    extra: dict[str, object] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class WithNonInit:
+    a: int
+    b: int = dataclasses.field(init=False, default=0)
+
+
+class Outer:
+    @dataclasses.dataclass
+    class Inner:
+        v: int
+
+
+# "next versions" of the classes above, swapped in under the same name by the
+# schema-evolution tests
+
+
+@dataclasses.dataclass
+class ItemWithoutK:
+    count: int
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class ItemRenamed:
+    key: str
+    count: int
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class ItemCountStr:
+    k: str
+    count: str
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class ItemNewOptional:
+    k: str
+    count: int
+    note: str | None = None
+    added: int = 5
+
+
+class PersonRenamed(pydantic.BaseModel):
+    full_name: str
+    age: int
+    address: Address
+    tags: tuple[str, ...] = ()
+    seen: datetime | None = None
+
+
+class PersonAgeStrict(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(strict=True)
+    name: str
+    age: datetime
+    address: Address
+    tags: tuple[str, ...] = ()
+    seen: datetime | None = None
+
+
+class ColorShrunk(enum.StrEnum):
+    BLUE = "blue"
+
+
+class PointRenamed(NamedTuple):
+    a: int
+    y: int = 0
+
+
+ALL = [
+    ("serde_models", n)
+    for n in (
+        "Color",
+        "Level",
+        "Flags",
+        "Point",
+        "Address",
+        "Person",
+        "Legacy",
+        "Item",
+        "Frozen",
+        "Holder",
+        "WithNonInit",
+        "Outer.Inner",
+    )
+]
