@@ -12,11 +12,12 @@ from tether.serde.base import (
     UntypedSerializerProtocol,
     as_typed,
 )
-from tether.serde.msgpack import MsgpackSerializer
+from tether.serde.msgpack import MsgpackSerializer, SchemaMismatchWarning
 
 __all__ = [
     "AllowlistSerializer",
     "MsgpackSerializer",
+    "SchemaMismatchWarning",
     "SerializerCompat",
     "SerializerProtocol",
     "UntypedSerializerProtocol",
