@@ -113,7 +113,7 @@ def test_raw_policy_returns_stored_fields_with_a_warning(
     with pytest.warns(SchemaMismatchWarning, match=problems[0].replace("'", ".")):
         got = _read(stored, on_mismatch="raw")
     raw = got["items"][0]
-    if isinstance(value, m.Color):
+    if isinstance(value, enum.Enum):
         assert raw == "red"
     else:
         fields = value.model_dump() if hasattr(value, "model_dump") else None
