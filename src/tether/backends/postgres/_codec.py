@@ -1,8 +1,7 @@
 """Rows <-> tether values for the Postgres backend; I/O-free, shared by both cores.
 
-Candidates to move into the dialect-free ``tether.backends._sqlbase`` once
-it exists: :func:`encode_writes` and the blob/write halves of
-:func:`decode_row` are not Postgres-specific.
+Payload encoding (plain or zlib, the ``encoding`` column) is
+:class:`tether.backends._sqlbase.BlobCodec`, shared with SQLite.
 """
 
 from __future__ import annotations
@@ -14,15 +13,14 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from tether.backends._common import (
-    EMPTY,
     EMPTY_TAG,
     check_checkpoint,
-    decode_value,
     dumps_json,
     merge_metadata,
     prepare_writes,
     split_channel_values,
 )
+from tether.backends._sqlbase import BlobCodec
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -72,42 +70,38 @@ def encode_put(
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
     *,
+    codec: BlobCodec,
     inline: bool,
 ) -> tuple[Address, dict[str, Any]]:
     """The address of the new checkpoint and the parameters of the ``put`` statement.
 
     Small primitive values of the channels in ``new_versions`` are stored in
-    the checkpoint's JSONB (like the reference); so are those of the other
-    channels present in ``channel_values``, which (as LangGraph guarantees)
-    are the values of their current versions. Every other written channel
-    becomes one blob row.
+    the checkpoint's JSONB; the ``put`` statement carries the parent's inline
+    values of unchanged channels over (same version), so a later checkpoint
+    finds them without trusting the caller's ``channel_values`` for channels
+    it did not name. Every other written channel becomes one blob row.
     """
     addr = Address.from_config(config)
     check_checkpoint(checkpoint, new_versions)
     meta = merge_metadata(config, metadata)
     head, blobs = split_channel_values(checkpoint, new_versions)
-    values = checkpoint.get("channel_values") or {}
     inline_values: dict[str, Any] = {}
-    if inline:
-        for channel, value in values.items():
-            if _inline(value):
-                inline_values[channel] = value
-    head["channel_values"] = inline_values
     channels: list[str] = []
     versions: list[str] = []
     types: list[str] = []
-    data: list[bytes | None] = []
+    encodings: list[int] = []
+    data: list[bytes] = []
     for channel, (version, value) in blobs.items():
-        if channel in inline_values:
+        if inline and _inline(value):
+            inline_values[channel] = value
             continue
-        if value is EMPTY:
-            tag, raw = EMPTY_TAG, None
-        else:
-            tag, raw = serde.dumps_typed(value)
+        tag, encoding, raw = codec.encode(serde, value)
         channels.append(channel)
         versions.append(version)
         types.append(tag)
+        encodings.append(encoding)
         data.append(raw)
+    head["channel_values"] = inline_values
     cid = checkpoint["id"]
     try:
         head_text = dumps_json(head)
@@ -126,7 +120,9 @@ def encode_put(
         "channels": channels,
         "versions": versions,
         "types": types,
+        "encodings": encodings,
         "blobs": data,
+        "named": list(blobs),
     }
     return addr.with_id(cid), params
 
@@ -137,6 +133,8 @@ def encode_writes(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    *,
+    codec: BlobCodec,
 ) -> tuple[Address, dict[str, Any]]:
     """The parameters of the ``put_writes`` statement (special and ordinary halves)."""
     addr = Address.from_config(config)
@@ -154,19 +152,20 @@ def encode_writes(
         "task_path": task_path,
     }
     for prefix in ("s_", "o_"):
-        for col in ("idx", "channels", "types", "blobs"):
+        for col in ("idx", "channels", "types", "encodings", "blobs"):
             params[prefix + col] = []
     for row in rows:
-        tag, raw = serde.dumps_typed(row.value)
+        tag, encoding, raw = codec.encode(serde, row.value)
         prefix = "s_" if row.replaces else "o_"
         params[prefix + "idx"].append(row.idx)
         params[prefix + "channels"].append(row.channel)
         params[prefix + "types"].append(tag)
+        params[prefix + "encodings"].append(encoding)
         params[prefix + "blobs"].append(raw)
     return addr, params
 
 
-def decode_row(serde: SerializerProtocol, row: Sequence[Any]) -> CheckpointTuple:
+def decode_row(serde: SerializerProtocol, codec: BlobCodec, row: Sequence[Any]) -> CheckpointTuple:
     """A :class:`CheckpointTuple` from one row of the read statements (see ``_sql``)."""
     (
         thread_id,
@@ -177,24 +176,28 @@ def decode_row(serde: SerializerProtocol, row: Sequence[Any]) -> CheckpointTuple
         metadata,
         b_channels,
         b_types,
+        b_encodings,
         b_blobs,
         w_tasks,
         w_channels,
         w_types,
+        w_encodings,
         w_blobs,
     ) = row
     at = Address(thread_id, ns, cid)
     values: dict[str, Any] = head.get("channel_values") or {}
     if b_channels:
-        for channel, tag, raw in zip(b_channels, b_types, b_blobs, strict=True):
+        for channel, tag, enc, raw in zip(b_channels, b_types, b_encodings, b_blobs, strict=True):
             if tag == EMPTY_TAG:
                 continue
-            values[channel] = decode_value(serde, tag, raw or b"", address=at, channel=channel)
+            values[channel] = codec.decode(serde, tag, enc, raw, address=at, channel=channel)
     head["channel_values"] = values
     pending: list[PendingWrite] = []
     if w_tasks:
-        for task, channel, tag, raw in zip(w_tasks, w_channels, w_types, w_blobs, strict=True):
-            value = decode_value(serde, tag, raw or b"", address=at, channel=channel, task_id=task)
+        for task, channel, tag, enc, raw in zip(
+            w_tasks, w_channels, w_types, w_encodings, w_blobs, strict=True
+        ):
+            value = codec.decode(serde, tag, enc, raw, address=at, channel=channel, task_id=task)
             pending.append((task, channel, value))
     return CheckpointTuple(
         config=at.to_config(),

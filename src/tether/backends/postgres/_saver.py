@@ -40,6 +40,7 @@ from typing import Any, Self
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import _AsyncPostgresCore
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import _PostgresCore
@@ -113,6 +114,8 @@ class PostgresSaver(BaseCheckpointSaver):
             the checkpoint row instead of blobs. Turn off with an encrypting
             serializer: inline values bypass it.
         page_size: checkpoints per query when listing (memory stays bounded by it).
+        compress_threshold: values serialized to at least this many bytes are
+            stored zlib-compressed (level 1); ``None`` stores all plain.
 
     Example:
         >>> with PostgresSaver.from_conn_string(url) as saver:  # doctest: +SKIP
@@ -130,6 +133,7 @@ class PostgresSaver(BaseCheckpointSaver):
         prepare_threshold: int | None = _UNSET,
         inline_primitives: bool = True,
         page_size: int = 100,
+        compress_threshold: int | None = 2048,
     ) -> None:
         super().__init__(serde=serde)
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
@@ -141,6 +145,7 @@ class PostgresSaver(BaseCheckpointSaver):
             "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
             "inline": bool(inline_primitives),
             "page_size": page_size,
+            "codec": BlobCodec(compress_threshold=compress_threshold),
         }
         self._res = _Resources()
         if conn is None:
@@ -171,6 +176,7 @@ class PostgresSaver(BaseCheckpointSaver):
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
         inline_primitives: bool = True,
         page_size: int = 100,
+        compress_threshold: int | None = 2048,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
@@ -200,6 +206,7 @@ class PostgresSaver(BaseCheckpointSaver):
             prepare_threshold=_UNSET,
             inline_primitives=inline_primitives,
             page_size=page_size,
+            compress_threshold=compress_threshold,
         )
         res = saver._res
         res.url = conn_string

@@ -8,8 +8,9 @@ CONCURRENTLY``, which Postgres refuses inside a transaction block: run in
 autocommit, then recorded; an index left INVALID by an interrupted build is
 dropped and rebuilt on the next ``setup()``).
 
-Tables (``encoding`` on blobs is 0 for "the value serialized whole"; other
-codes are reserved for delta encodings of append-style channels, S7):
+Tables (``encoding`` on blobs and writes is
+:mod:`tether.backends._sqlbase`'s: 0 = the serializer's bytes, 1 = those
+bytes zlib-compressed; other codes are reserved for delta encodings, S7):
 
 * ``checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
   checkpoint JSONB, metadata JSONB)`` -- ``checkpoint`` is the checkpoint
@@ -17,7 +18,7 @@ codes are reserved for delta encodings of append-style channels, S7):
 * ``checkpoint_blobs(thread_id, checkpoint_ns, channel, version, encoding,
   type, blob)`` -- one row per written channel version;
 * ``checkpoint_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
-  task_path, channel, type, blob)``.
+  task_path, channel, type, encoding, blob)``.
 
 Indexes: the three primary keys (every per-thread query and the thread
 operations are prefix scans of them), ``checkpoints(thread_id, checkpoint_id,
@@ -76,9 +77,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     task_path TEXT NOT NULL DEFAULT '',
     channel TEXT NOT NULL,
     type TEXT NOT NULL,
+    encoding SMALLINT NOT NULL DEFAULT 0,
     blob BYTEA,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 )""",
+            # Large payloads arrive zlib-compressed (encoding 1): do not let
+            # TOAST try to compress them again.
+            "ALTER TABLE {schema}.checkpoint_blobs ALTER COLUMN blob SET STORAGE EXTERNAL",
+            "ALTER TABLE {schema}.checkpoint_writes ALTER COLUMN blob SET STORAGE EXTERNAL",
         ),
     ),
     Migration(

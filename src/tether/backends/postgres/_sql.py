@@ -40,8 +40,8 @@ def check_schema_name(schema: str) -> str:
 _READ_COLUMNS = """
     c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
     c.checkpoint, c.metadata,
-    b.channels, b.types, b.blobs,
-    w.task_ids, w.channels, w.types, w.blobs
+    b.channels, b.types, b.encodings, b.blobs,
+    w.task_ids, w.channels, w.types, w.encodings, w.blobs
 """
 
 
@@ -50,7 +50,7 @@ def _read_joins(blobs: str, writes: str) -> str:
     return f"""
     LEFT JOIN LATERAL (
         SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types,
-               array_agg(bl.blob) AS blobs
+               array_agg(bl.encoding) AS encodings, array_agg(bl.blob) AS blobs
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
         JOIN {blobs} bl
           ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
@@ -61,6 +61,7 @@ def _read_joins(blobs: str, writes: str) -> str:
         SELECT array_agg(cw.task_id ORDER BY cw.task_path, cw.task_id, cw.idx) AS task_ids,
                array_agg(cw.channel ORDER BY cw.task_path, cw.task_id, cw.idx) AS channels,
                array_agg(cw.type ORDER BY cw.task_path, cw.task_id, cw.idx) AS types,
+               array_agg(cw.encoding ORDER BY cw.task_path, cw.task_id, cw.idx) AS encodings,
                array_agg(cw.blob ORDER BY cw.task_path, cw.task_id, cw.idx) AS blobs
         FROM {writes} cw
         WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns
@@ -99,19 +100,37 @@ class Statements:
             " ORDER BY c.checkpoint_id DESC LIMIT 1"
         )
 
+        # Inline values of channels the put does not name are carried over from
+        # the parent row when the version is the same: the contract reads
+        # unnamed channels from storage, never from the caller's channel_values.
         self.put = f"""
 WITH blobs AS (
-    INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, type, blob)
-    SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.blob
+    INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, type, encoding, blob)
+    SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.encoding, x.blob
     FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
-                %(blobs)s::bytea[]) AS x(channel, version, type, blob)
+                %(encodings)s::smallint[], %(blobs)s::bytea[])
+        AS x(channel, version, type, encoding, blob)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
         SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding
+), head AS (
+    SELECT %(checkpoint)s::jsonb AS cp
 )
 INSERT INTO {self.checkpoints}
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-VALUES (%(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(checkpoint)s::jsonb,
-        %(metadata)s::jsonb)
+SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s,
+    CASE WHEN %(parent_id)s::text IS NULL THEN head.cp
+    ELSE jsonb_set(head.cp, '{{channel_values}}', coalesce((
+        SELECT jsonb_object_agg(kv.key, kv.value)
+        FROM {self.checkpoints} p
+        CROSS JOIN LATERAL jsonb_each(p.checkpoint -> 'channel_values') AS kv(key, value)
+        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s
+          AND p.checkpoint_id = %(parent_id)s
+          AND NOT kv.key = ANY(%(named)s::text[])
+          AND head.cp -> 'channel_versions' -> kv.key = p.checkpoint -> 'channel_versions' -> kv.key
+    ), '{{}}'::jsonb) || (head.cp -> 'channel_values'))
+    END,
+    %(metadata)s::jsonb
+FROM head
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
         checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
@@ -121,18 +140,26 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
         # (S2.4); both halves in one statement so a batch is atomic.
         write_cols = (
             "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
-            "channel, type, blob)"
+            "channel, type, encoding, blob)"
         )
         write_src = """
     SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
-           x.idx, x.channel, x.type, x.blob
-    FROM unnest({idx}::integer[], {ch}::text[], {ty}::text[], {bl}::bytea[])
-        AS x(idx, channel, type, blob)"""
+           x.idx, x.channel, x.type, x.encoding, x.blob
+    FROM unnest({idx}::integer[], {ch}::text[], {ty}::text[], {en}::smallint[],
+                {bl}::bytea[]) AS x(idx, channel, type, encoding, blob)"""
         special = write_src.format(
-            idx="%(s_idx)s", ch="%(s_channels)s", ty="%(s_types)s", bl="%(s_blobs)s"
+            idx="%(s_idx)s",
+            ch="%(s_channels)s",
+            ty="%(s_types)s",
+            en="%(s_encodings)s",
+            bl="%(s_blobs)s",
         )
         ordinary = write_src.format(
-            idx="%(o_idx)s", ch="%(o_channels)s", ty="%(o_types)s", bl="%(o_blobs)s"
+            idx="%(o_idx)s",
+            ch="%(o_channels)s",
+            ty="%(o_types)s",
+            en="%(o_encodings)s",
+            bl="%(o_blobs)s",
         )
         pk = "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
         self.put_writes = f"""
@@ -140,7 +167,7 @@ WITH special AS (
     INSERT INTO {self.writes} {write_cols} {special}
     ON CONFLICT {pk} DO UPDATE
         SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob,
-            task_path = EXCLUDED.task_path
+            encoding = EXCLUDED.encoding, task_path = EXCLUDED.task_path
 )
 INSERT INTO {self.writes} {write_cols} {ordinary}
 ON CONFLICT {pk} DO NOTHING
@@ -162,11 +189,12 @@ WITH b AS (
         SET encoding = EXCLUDED.encoding, type = EXCLUDED.type, blob = EXCLUDED.blob
 ), w AS (
     INSERT INTO {self.writes} {write_cols}
-    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob
+    SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,
+           encoding, blob
     FROM {self.writes} WHERE thread_id = %(src)s
     ON CONFLICT {pk} DO UPDATE
         SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,
-            type = EXCLUDED.type, blob = EXCLUDED.blob
+            type = EXCLUDED.type, encoding = EXCLUDED.encoding, blob = EXCLUDED.blob
 )
 INSERT INTO {self.checkpoints}
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)

@@ -41,6 +41,7 @@ from tether.backends._common import (
     check_thread_ids,
     metadata_matches,
 )
+from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import decode_row, encode_put, encode_writes, jsonb
 from tether.backends.postgres._errors import is_retryable, translate
@@ -77,6 +78,7 @@ class _PostgresCore:
         prepare_threshold: int | bool | None,
         inline: bool,
         page_size: int,
+        codec: BlobCodec,
         conninfo: str | None = None,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
@@ -91,6 +93,7 @@ class _PostgresCore:
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
         self._inline = inline
+        self._codec = codec
         self._page = page_size
         self._conninfo = conninfo
         self._connect_kwargs = dict(connect_kwargs or {})
@@ -171,7 +174,7 @@ class _PostgresCore:
             query = self._sql.get_latest
             params = (addr.thread_id, addr.checkpoint_ns)
         rows = self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
-        return decode_row(serde, rows[0]) if rows else None
+        return decode_row(serde, self._codec, rows[0]) if rows else None
 
     def list(
         self,
@@ -228,7 +231,7 @@ class _PostgresCore:
             )
             rows = self._fetchall(what, q.text, q.params)
             for row in rows:
-                yield decode_row(serde, row)
+                yield decode_row(serde, self._codec, row)
             produced += len(rows)
             if len(rows) < page or (limit is not None and produced >= limit):
                 return
@@ -246,7 +249,13 @@ class _PostgresCore:
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
         at, params = encode_put(
-            serde, config, checkpoint, metadata, new_versions, inline=self._inline
+            serde,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            codec=self._codec,
+            inline=self._inline,
         )
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
         self._execute(what, self._sql.put, params)
@@ -260,7 +269,7 @@ class _PostgresCore:
         task_id: str,
         task_path: str = "",
     ) -> None:
-        addr, params = encode_writes(serde, config, writes, task_id, task_path)
+        addr, params = encode_writes(serde, config, writes, task_id, task_path, codec=self._codec)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"

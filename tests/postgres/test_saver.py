@@ -1,0 +1,353 @@
+"""PostgresSaver semantics through both sync and async methods (real server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tether import ConfigError, PostgresSaver, make_config
+from tether.backends._common import metadata_matches
+from tether.checkpoint import ERROR, INTERRUPT
+
+from .helpers import MODES, call, chain, checkpoint, listing
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_round_trip_inline_and_blob_values(mode: str, saver: PostgresSaver) -> None:
+    values = {
+        "big": "x" * 5000,
+        "small": "hi",
+        "n": 10**30,
+        "f": 0.1,
+        "huge_f": 1e300,
+        "neg0": -0.0,
+        "b": True,
+        "none": None,
+        "list": [1, {"a": b"bytes"}],
+        "nul": "a\x00b",
+    }
+    versions = dict.fromkeys(values, "1")
+    cp = checkpoint(values, versions)
+    cfg = await call(mode, saver, "put", make_config("t"), cp, {"source": "input"}, versions)
+    tup = await call(mode, saver, "get_tuple", cfg)
+    assert tup.checkpoint["channel_values"] == values
+    for key, value in values.items():
+        assert type(tup.checkpoint["channel_values"][key]) is type(value), key
+    assert str(tup.checkpoint["channel_values"]["neg0"]) == "-0.0"
+    assert tup.checkpoint["channel_versions"] == versions
+    assert tup.metadata == {"source": "input"}
+    assert tup.parent_config is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_unnamed_channels_come_from_storage(mode: str, saver: PostgresSaver) -> None:
+    """Channels not in new_versions are read from earlier puts, never from channel_values."""
+    v1 = {"s": "1", "l": "1"}
+    cp1 = checkpoint({"s": "inline", "l": [1]}, v1)
+    c1 = await call(mode, saver, "put", make_config("t"), cp1, {}, v1)
+    # The caller sends nothing (or something else) for the unchanged channels.
+    cp2 = checkpoint({}, v1)
+    c2 = await call(mode, saver, "put", c1, cp2, {}, {})
+    cp3 = checkpoint({"s": "lie", "l": ["lie"]}, v1)
+    c3 = await call(mode, saver, "put", c2, cp3, {}, {})
+    for cfg in (c1, c2, c3):
+        tup = await call(mode, saver, "get_tuple", cfg)
+        assert tup.checkpoint["channel_values"] == {"s": "inline", "l": [1]}
+    tup = await call(mode, saver, "get_tuple", c3)
+    assert tup.parent_config == c2
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cleared_channel_is_absent(mode: str, saver: PostgresSaver) -> None:
+    v1 = {"a": "1"}
+    c1 = await call(mode, saver, "put", make_config("t"), checkpoint({"a": [1]}, v1), {}, v1)
+    v2 = {"a": "2"}
+    c2 = await call(mode, saver, "put", c1, checkpoint({}, v2), {}, v2)
+    tup = await call(mode, saver, "get_tuple", c2)
+    assert tup.checkpoint["channel_values"] == {}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_writes_order_and_special_channels(mode: str, saver: PostgresSaver) -> None:
+    v = {"a": "1"}
+    cfg = await call(mode, saver, "put", make_config("t"), checkpoint({"a": 1}, v), {}, v)
+    await call(mode, saver, "put_writes", cfg, [("x", 1), ("y", 2)], "t2", "b")
+    await call(mode, saver, "put_writes", cfg, [("x", 9), (ERROR, "e1")], "t1", "a")
+    await call(mode, saver, "put_writes", cfg, [("x", "ignored"), (ERROR, "e2")], "t1", "a")
+    await call(mode, saver, "put_writes", cfg, [(INTERRUPT, {"big": "z" * 4000})], "t3", "a")
+    tup = await call(mode, saver, "get_tuple", cfg)
+    assert tup.pending_writes == [
+        ("t1", ERROR, "e2"),
+        ("t1", "x", 9),
+        ("t3", INTERRUPT, {"big": "z" * 4000}),
+        ("t2", "x", 1),
+        ("t2", "y", 2),
+    ]
+    with pytest.raises(ConfigError, match="checkpoint_id"):
+        await call(mode, saver, "put_writes", make_config("t"), [("x", 1)], "t1")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_latest_per_namespace_and_missing(mode: str, saver: PostgresSaver) -> None:
+    assert await call(mode, saver, "get_tuple", make_config("nobody")) is None
+    root = await chain(mode, saver, "t", 3)
+    sub = await chain(mode, saver, "t", 2, ns="child:1")
+    assert (await call(mode, saver, "get_tuple", make_config("t"))).config == root[-1]
+    assert (await call(mode, saver, "get_tuple", make_config("t", "child:1"))).config == sub[-1]
+    missing = make_config("t", "", "1ef00000-0000-6000-8000-000000000000")
+    assert await call(mode, saver, "get_tuple", missing) is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_pages_by_key(mode: str, pg_dsn: str) -> None:
+    from .conftest import url_saver
+
+    with url_saver(pg_dsn, page_size=3) as saver:
+        a = await chain(mode, saver, "a", 7)
+        a_sub = await chain(mode, saver, "a", 4, ns="sub:1")
+        b = await chain(mode, saver, "b", 5)
+        every = sorted(
+            [(c, "a", "") for c in a]
+            + [(c, "a", "sub:1") for c in a_sub]
+            + [(c, "b", "") for c in b],
+            key=lambda x: (
+                x[0]["configurable"]["checkpoint_id"],
+                x[0]["configurable"]["thread_id"],
+                x[1],
+                x[2],
+            ),
+            reverse=True,
+        )
+        got = await listing(mode, saver, None)
+        assert [t.config for t in got] == [c for c, _, _ in every]
+        # a thread across namespaces, newest first
+        got = await listing(mode, saver, {"configurable": {"thread_id": "a"}})
+        ids = [t.config["configurable"]["checkpoint_id"] for t in got]
+        assert len(got) == 11
+        assert ids == sorted(ids, reverse=True)
+        # one namespace
+        got = await listing(mode, saver, make_config("a", ""))
+        assert [t.config for t in got] == a[::-1]
+        for t in got:  # every page carries values
+            step = t.metadata["step"]
+            assert t.checkpoint["channel_values"]["messages"] == [f"m{i}" for i in range(step + 1)]
+        # before + limit across page boundaries
+        got = await listing(mode, saver, make_config("a", ""), before=a[5], limit=4)
+        assert [t.config for t in got] == a[1:5][::-1]
+        assert await listing(mode, saver, make_config("a", ""), limit=0) == []
+        with pytest.raises(ConfigError):
+            await listing(mode, saver, None, limit=-1)
+        # a config with an id lists just that checkpoint
+        got = await listing(mode, saver, a[2])
+        assert [t.config for t in got] == [a[2]]
+
+
+METADATA: list[dict[str, Any]] = [
+    {"n": 1},
+    {"n": 1.0},
+    {"n": True},
+    {"n": None},
+    {},
+    {"n": "1"},
+    {"n": {"a": 1, "b": [1, 2]}},
+    {"n": {"a": 1, "b": [1, 2], "c": 3}},
+    {"n": [1, 2]},
+    {"n": [2, 1]},
+    {"n": [1, 2, 3]},
+    {"n": 0},
+    {"n": False},
+]
+
+FILTERS: list[dict[str, Any]] = [
+    {"n": 1},
+    {"n": 1.0},
+    {"n": True},
+    {"n": False},
+    {"n": 0},
+    {"n": None},
+    {"n": "1"},
+    {"n": {"a": 1, "b": [1, 2]}},
+    {"n": {"a": 1}},
+    {"n": [1, 2]},
+    {"n": [1]},
+    {"missing": None},
+    {"n": 1, "other": 1},
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_filter_semantics_equal_metadata_matches(mode: str, saver: PostgresSaver) -> None:
+    by_id = {}
+    config: Any = make_config("t")
+    for meta in METADATA:
+        v = {"a": "1"}
+        config = await call(mode, saver, "put", config, checkpoint({"a": 1}, v), meta, v)
+        by_id[config["configurable"]["checkpoint_id"]] = meta
+    for flt in FILTERS:
+        want = {cid for cid, meta in by_id.items() if metadata_matches(meta, flt)}
+        got = {
+            t.config["configurable"]["checkpoint_id"]
+            for t in await listing(mode, saver, None, filter=flt)
+        }
+        assert got == want, flt
+
+
+INJECTIONS = [
+    "n') OR 1=1 --",
+    'n" = "n',
+    "'; DROP TABLE checkpoints; --",
+    "n' ? 'n",
+    "%s",
+    "%(n)s",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_injection_looking_filter_keys_match_nothing(
+    mode: str, saver: PostgresSaver, admin: psycopg.Connection[Any], schema: str
+) -> None:
+    await chain(mode, saver, "t", 3, metadata={"n": 1})
+    for key in INJECTIONS:
+        assert await listing(mode, saver, None, filter={key: 1}) == []
+        assert await listing(mode, saver, make_config("t"), filter={key: "x", "n": 1}) == []
+    assert len(await listing(mode, saver, None)) == 3
+    row = admin.execute(f'SELECT count(*) FROM "{schema}".checkpoints').fetchone()
+    assert row is not None
+    assert row[0] == 3
+    # a key that is really stored with such a name is matched, as a plain key
+    weird = INJECTIONS[0]
+    v = {"a": "1"}
+    cfg = await call(mode, saver, "put", make_config("w"), checkpoint({}, v), {weird: 1}, v)
+    got = await listing(mode, saver, None, filter={weird: 1})
+    assert [t.config for t in got] == [cfg]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_metadata_merge_from_config(mode: str, saver: PostgresSaver) -> None:
+    config = {
+        "configurable": {"thread_id": "t", "user": "u1", "__secret": "x"},
+        "metadata": {"run_id": "r1"},
+    }
+    v = {"a": "1"}
+    cfg = await call(mode, saver, "put", config, checkpoint({}, v), {"source": "loop"}, v)
+    tup = await call(mode, saver, "get_tuple", cfg)
+    assert tup.metadata == {"source": "loop", "user": "u1", "run_id": "r1"}
+
+
+async def _count(admin: psycopg.Connection[Any], schema: str, table: str, thread: str) -> int:
+    row = admin.execute(
+        f'SELECT count(*) FROM "{schema}".{table} WHERE thread_id = %s', (thread,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_delete_thread(
+    mode: str, saver: PostgresSaver, admin: psycopg.Connection[Any], schema: str
+) -> None:
+    configs = await chain(mode, saver, "t", 3)
+    await chain(mode, saver, "t", 2, ns="sub:1")
+    await chain(mode, saver, "other", 2)
+    await call(mode, saver, "put_writes", configs[-1], [("x", 1)], "task")
+    await call(mode, saver, "delete_thread", "t")
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        assert await _count(admin, schema, table, "t") == 0
+    assert len(await listing(mode, saver, make_config("other"))) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_delete_for_runs_collects_blobs(
+    mode: str, saver: PostgresSaver, admin: psycopg.Connection[Any], schema: str
+) -> None:
+    r1 = await chain(mode, saver, "t", 3, metadata={"run_id": "r1"})
+    v = {"messages": f"{99:032}.0"}
+    extra = checkpoint({"messages": ["only-r2"]}, v)
+    r2 = await call(
+        mode,
+        saver,
+        "put",
+        make_config("t", "", r1[0]["configurable"]["checkpoint_id"]),
+        extra,
+        {"run_id": "r2"},
+        v,
+    )
+    await call(mode, saver, "put_writes", r1[1], [("x", 1)], "task")
+    await call(mode, saver, "put_writes", r2, [("x", 2)], "task")
+    await call(mode, saver, "delete_for_runs", ["r1"])
+    got = await listing(mode, saver, make_config("t"))
+    assert [t.config for t in got] == [r2]
+    assert got[0].checkpoint["channel_values"] == {"messages": ["only-r2"]}
+    assert got[0].pending_writes == [("task", "x", 2)]
+    assert await _count(admin, schema, "checkpoint_blobs", "t") == 1
+    assert await _count(admin, schema, "checkpoint_writes", "t") == 1
+    await call(mode, saver, "delete_for_runs", [])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_copy_thread(mode: str, saver: PostgresSaver) -> None:
+    src = await chain(mode, saver, "src", 3)
+    await chain(mode, saver, "src", 1, ns="sub:1")
+    await call(mode, saver, "put_writes", src[-1], [("x", 1)], "task")
+    await chain(mode, saver, "dst", 1)
+    await call(mode, saver, "copy_thread", "src", "dst")
+    a = await listing(mode, saver, {"configurable": {"thread_id": "src"}})
+    b = await listing(mode, saver, {"configurable": {"thread_id": "dst"}})
+    assert len(b) == len(a) + 1
+    by_id = {t.config["configurable"]["checkpoint_id"]: t for t in b}
+    for t in a:
+        copy = by_id[t.config["configurable"]["checkpoint_id"]]
+        assert copy.checkpoint == t.checkpoint
+        assert copy.pending_writes == t.pending_writes
+        assert copy.config["configurable"]["thread_id"] == "dst"
+    await call(mode, saver, "copy_thread", "nobody", "dst2")
+    assert await listing(mode, saver, {"configurable": {"thread_id": "dst2"}}) == []
+    with pytest.raises(ConfigError):
+        await call(mode, saver, "copy_thread", "src", "src")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("strategy", "keep", "left"), [("keep_latest", 1, 1), ("keep_last", 2, 2), ("delete", 1, 0)]
+)
+async def test_prune(
+    mode: str,
+    strategy: str,
+    keep: int,
+    left: int,
+    saver: PostgresSaver,
+    admin: psycopg.Connection[Any],
+    schema: str,
+) -> None:
+    configs = await chain(mode, saver, "t", 5)
+    sub = await chain(mode, saver, "t", 3, ns="sub:1")
+    for cfg in configs + sub:
+        await call(mode, saver, "put_writes", cfg, [("x", 1)], "task")
+    await chain(mode, saver, "other", 3)
+    await call(mode, saver, "prune", ["t"], strategy=strategy, keep=keep)
+    got = await listing(mode, saver, make_config("t", ""))
+    assert [t.config for t in got] == configs[::-1][:left]
+    got_sub = await listing(mode, saver, make_config("t", "sub:1"))
+    assert [t.config for t in got_sub] == sub[::-1][:left]
+    for t in got + got_sub:
+        assert t.pending_writes == [("task", "x", 1)]
+        step = t.metadata["step"]
+        assert t.checkpoint["channel_values"]["messages"] == [f"m{i}" for i in range(step + 1)]
+    # blobs: only the kept checkpoints' versions (messages is a blob; step is inline)
+    assert await _count(admin, schema, "checkpoint_blobs", "t") == 2 * left
+    assert await _count(admin, schema, "checkpoint_writes", "t") == 2 * left
+    assert len(await listing(mode, saver, make_config("other"))) == 3
+    with pytest.raises(ConfigError):
+        await call(mode, saver, "prune", ["t"], strategy="keep_last", keep=0)
+    with pytest.raises(ConfigError):
+        await call(mode, saver, "prune", "t")
+
+
+async def test_with_allowlist_shares_storage(saver: PostgresSaver) -> None:
+    clone = saver.with_allowlist([("x", "Y")])
+    await chain("sync", clone, "t", 1)
+    assert len(list(saver.list(None))) == 1
