@@ -179,7 +179,12 @@ def test_legacy_json_safe_types(serde: MsgpackSerializer) -> None:
         "when": _lc2(datetime, method="fromisoformat", args=[when.isoformat()]),
         "day": _lc2(date, args=[2024, 1, 2]),
         "delta": _lc2(timedelta, args=[1, 2, 3]),
-        "path": {"lc": 2, "type": "constructor", "id": ["pathlib", "PosixPath"], "args": ["a", "b"]},
+        "path": {
+            "lc": 2,
+            "type": "constructor",
+            "id": ["pathlib", "PosixPath"],
+            "args": ["a", "b"],
+        },
         "plain": {"x": [1, 2]},
     }
     got = serde.loads_typed(_json(payload))
@@ -256,5 +261,6 @@ def test_ext_payloads_as_langgraph_lays_them_out(serde: MsgpackSerializer) -> No
     ext = ormsgpack.unpackb(
         data, ext_hook=lambda code, b: (code, ormsgpack.unpackb(b, ext_hook=lambda c, x: c))
     )
-    assert ext[0] == 5 and ext[1][:2] == ["serde_models", "Person"]
+    assert ext[0] == 5
+    assert ext[1][:2] == ["serde_models", "Person"]
     assert ext[1][3] == "model_validate_json"

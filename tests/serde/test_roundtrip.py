@@ -42,7 +42,7 @@ VALUES: list[Any] = [
     "héllo \u2603",
     [1, [2, [3]]],
     {"a": {"b": [1, 2]}},
-    {1: "int key", 2.5: "float key", None: "none key", True: "bool key"},
+    {1: "int key", 2.5: "float key", None: "none key", False: "bool key"},
     {(1, 2): "tuple key", ("a", (3, 4)): "nested tuple key"},
     (),
     (1, "a", None),
@@ -67,7 +67,7 @@ VALUES: list[Any] = [
     time(23, 59, 59, 999999),
     time(1, 2, tzinfo=timezone(timedelta(hours=3), "X")),
     timedelta(days=-3, seconds=5, microseconds=7),
-    timezone.utc,
+    UTC,
     timezone(timedelta(hours=2), "CEST"),
     PARIS,
     m.Color.RED,
@@ -179,7 +179,8 @@ def test_tags_for_none_bytes_bytearray(serde: MsgpackSerializer) -> None:
     tag, data = serde.dumps_typed(bytearray(b"ba"))
     assert (tag, data) == ("bytearray", b"ba")
     got = serde.loads_typed((tag, data))
-    assert type(got) is bytearray and got == bytearray(b"ba")
+    assert type(got) is bytearray
+    assert got == bytearray(b"ba")
 
 
 class Opaque:

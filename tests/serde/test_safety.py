@@ -101,7 +101,11 @@ print("ok")
     env = {**os.environ, "TETHER_TEST_IMPORT_TRACE": str(trace)}
     env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(__file__).parent), *sys.path])
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
         check=False,
     )
     assert out.returncode == 0, out.stderr
@@ -111,9 +115,12 @@ print("ok")
 
 def test_only_the_safe_method_is_called() -> None:
     serde = MsgpackSerializer()
-    assert serde.loads_typed(
-        ext(3, "datetime", "datetime", "2026-01-01T00:00:00", "fromisoformat")
-    ).year == 2026
+    assert (
+        serde.loads_typed(
+            ext(3, "datetime", "datetime", "2026-01-01T00:00:00", "fromisoformat")
+        ).year
+        == 2026
+    )
     for method in ("fromtimestamp", "strptime", "now", "__reduce__"):
         with pytest.raises(DecodeError, match="refusing to call"):
             serde.loads_typed(ext(3, "datetime", "datetime", "0", method))

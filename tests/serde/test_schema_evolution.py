@@ -101,7 +101,8 @@ def test_mismatch_is_an_error_by_default(
     assert err.type_name == f"serde_models.{name}"
     assert err.path == "$.items[0]"
     assert "no longer fits its class" in str(err)
-    assert "upgrades=" in str(err) and "on_mismatch='raw'" in str(err)
+    assert "upgrades=" in str(err)
+    assert "on_mismatch='raw'" in str(err)
 
 
 @pytest.mark.parametrize(("value", "name", "new_cls", "problems"), CASES)
@@ -171,7 +172,9 @@ def test_failing_upgrade_is_a_decode_error(monkeypatch: pytest.MonkeyPatch) -> N
     def upgrade(fields: dict[str, Any]) -> Any:
         raise KeyError("nope")
 
-    with pytest.raises(DecodeError, match="upgrade function for serde_models.Item failed") as info:
+    with pytest.raises(
+        DecodeError, match=r"upgrade function for serde_models\.Item failed"
+    ) as info:
         _read(stored, upgrades={("serde_models", "Item"): upgrade})
     assert isinstance(info.value.__cause__, KeyError)
 

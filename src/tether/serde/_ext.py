@@ -163,15 +163,16 @@ def _pydantic_v1(cls: type) -> _Encoder:
 
 
 def _numpy(obj: Any) -> ormsgpack.Ext:
+    if obj.dtype.hasobject:
+        raise Unsupported(obj, "a NumPy array of dtype object holds Python objects")
     order = "F" if obj.flags.f_contiguous and not obj.flags.c_contiguous else "C"
-    if obj.flags.c_contiguous:
-        # a memoryview is written without an intermediate bytes copy
+    head = [obj.dtype.str, list(obj.shape), order]
+    # a memoryview is written without an intermediate bytes copy; datetime64
+    # and timedelta64 arrays do not export one
+    if obj.flags.c_contiguous and obj.dtype.kind not in "mM":
         with memoryview(obj) as mv:
-            return ormsgpack.Ext(
-                EXT_NUMPY_ARRAY, _pack([obj.dtype.str, list(obj.shape), order, mv])
-            )
-    buf = obj.tobytes(order="A")
-    return ormsgpack.Ext(EXT_NUMPY_ARRAY, _pack([obj.dtype.str, list(obj.shape), order, buf]))
+            return ormsgpack.Ext(EXT_NUMPY_ARRAY, _pack([*head, mv]))
+    return ormsgpack.Ext(EXT_NUMPY_ARRAY, _pack([*head, obj.tobytes(order="A")]))
 
 
 def _datetime(obj: datetime) -> ormsgpack.Ext:

@@ -58,10 +58,10 @@ class SerializerCompat:
 
 def as_typed(serde: SerializerProtocol | UntypedSerializerProtocol) -> SerializerProtocol:
     """Return ``serde`` if it is typed, else wrap it in :class:`SerializerCompat`."""
-    if hasattr(serde, "dumps_typed") and hasattr(serde, "loads_typed"):
+    if isinstance(serde, SerializerProtocol):
         return serde
-    if hasattr(serde, "dumps") and hasattr(serde, "loads"):
-        return SerializerCompat(serde)  # type: ignore[arg-type]
+    if isinstance(serde, UntypedSerializerProtocol):
+        return SerializerCompat(serde)
     from tether.errors import ConfigError
 
     raise ConfigError(

@@ -1,0 +1,366 @@
+"""I/O-free logic every SQL backend shares (SQLite now, Postgres next).
+
+Nothing here opens a connection or writes SQL text: a backend turns what its
+driver returns into the plain tuples these functions take, and sends what they
+return as bound parameters. What lives here:
+
+* **Blob encoding.** A stored value is ``(type, encoding, payload)``: ``type``
+  is the serializer's tag, ``encoding`` says how ``payload`` was transformed
+  after serialization. ``0`` (:data:`ENCODING_PLAIN`) is the serializer's bytes
+  as they are; ``1`` (:data:`ENCODING_ZLIB`) is those bytes zlib-compressed
+  (used for payloads above a size threshold). Other numbers are reserved (delta
+  encoding is the next one); a reader meeting an encoding it does not know
+  raises :class:`~tether.errors.StorageError` instead of guessing.
+* **Channel values are not stored inline in the checkpoint row.** The
+  contract says only the channels in ``new_versions`` are written and the
+  others are found through ``channel_versions`` in blobs written by earlier
+  puts. A primitive copied into one checkpoint row would be invisible to a
+  later checkpoint that kept the same version without rewriting it, unless the
+  read did a fourth query or trusted the caller's ``channel_values`` for
+  channels it did not name (LangGraph's Postgres saver does the latter). So
+  every value is a blob row; small ones cost one short row, and a page's
+  blobs still come back in one query. :func:`inline_value` /
+  :func:`is_inline` are kept for backends (Postgres) that store native
+  primitives in a JSON column of the blob table.
+* **Row decoding.** :func:`build_tuple` turns a checkpoint row, the blobs it
+  refers to and its writes into a :class:`~tether.checkpoint.CheckpointTuple`;
+  every decode failure names thread, namespace, checkpoint and channel.
+* **Page grouping.** :func:`group_writes` buckets one query's write rows by
+  checkpoint; :func:`page_blob_keys` lists the distinct blob keys a page of
+  checkpoints needs (so unchanged channels are fetched once per page).
+* **Prune planning.** :func:`plan_prune` says how many checkpoints per
+  namespace survive.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from tether.backends._common import EMPTY, EMPTY_TAG, check_prune, decode_value
+from tether.checkpoint import (
+    Address,
+    ChannelVersions,
+    CheckpointTuple,
+    PendingWrite,
+)
+from tether.errors import ConfigError, DecodeError, StorageError
+from tether.serde.base import SerializerProtocol
+
+__all__ = [
+    "ENCODING_PLAIN",
+    "ENCODING_ZLIB",
+    "BlobCodec",
+    "BlobKey",
+    "EncodedValue",
+    "PrunePlan",
+    "WriteRecord",
+    "build_tuple",
+    "group_writes",
+    "inline_value",
+    "is_inline",
+    "metadata_from_json",
+    "page_blob_keys",
+    "plan_prune",
+    "versions_from_json",
+    "versions_to_json",
+]
+
+#: The serializer's bytes, untouched.
+ENCODING_PLAIN = 0
+#: The serializer's bytes, compressed with zlib (RFC 1950).
+ENCODING_ZLIB = 1
+
+EncodedValue: TypeAlias = tuple[str, int, bytes]
+"""``(type, encoding, payload)`` as stored in a blob or write row."""
+
+BlobKey: TypeAlias = tuple[str, str, str, str]
+"""``(thread_id, checkpoint_ns, channel, version)``: the key of a blob row."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlobCodec:
+    """Turns serialized values into stored payloads and back.
+
+    Args:
+        compress_threshold: payloads of at least this many bytes are stored
+            zlib-compressed; ``None`` stores every payload plain.
+        compress_level: zlib level (1 = fastest; the large payloads of a chat
+            history compress about 2.4x at level 1 and barely better above).
+    """
+
+    compress_threshold: int | None = None
+    compress_level: int = 1
+
+    def __post_init__(self) -> None:
+        t = self.compress_threshold
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
+            raise ConfigError(f"compress_threshold must be a positive int or None, got {t!r}")
+        if not 0 <= self.compress_level <= 9:
+            raise ConfigError(f"compress_level must be 0..9, got {self.compress_level!r}")
+
+    def encode(self, serde: SerializerProtocol, value: Any) -> EncodedValue:
+        """Serialize ``value`` (``EMPTY`` marks a cleared channel) and encode it."""
+        if value is EMPTY:
+            return EMPTY_TAG, ENCODING_PLAIN, b""
+        tag, data = serde.dumps_typed(value)
+        return self.encode_bytes(tag, data)
+
+    def encode_bytes(self, tag: str, data: bytes) -> EncodedValue:
+        """Encode already-serialized bytes; compresses only when it saves space."""
+        t = self.compress_threshold
+        if t is not None and len(data) >= t:
+            packed = zlib.compress(data, self.compress_level)
+            if len(packed) < len(data):
+                return tag, ENCODING_ZLIB, packed
+        return tag, ENCODING_PLAIN, data
+
+    @staticmethod
+    def decode_bytes(encoding: int, payload: bytes | None, *, where: str = "") -> bytes:
+        """The serializer's bytes back from a stored payload.
+
+        Raises:
+            StorageError: the encoding is unknown (written by a newer tether)
+                or the compressed payload is damaged.
+        """
+        raw = b"" if payload is None else bytes(payload)
+        if encoding == ENCODING_PLAIN:
+            return raw
+        if encoding == ENCODING_ZLIB:
+            try:
+                return zlib.decompress(raw)
+            except zlib.error as exc:
+                raise StorageError(f"compressed value {where} is damaged: {exc}") from exc
+        raise StorageError(
+            f"value {where} has encoding {encoding!r}, which this tether does not know; "
+            "it was probably written by a newer tether, upgrade to read it"
+        )
+
+    def decode(
+        self,
+        serde: SerializerProtocol,
+        tag: str,
+        encoding: int,
+        payload: bytes | None,
+        *,
+        address: Address,
+        channel: str | None = None,
+        task_id: str | None = None,
+    ) -> Any:
+        """Decode one stored value; errors name thread, checkpoint and channel."""
+        where = _where(address, channel, task_id)
+        data = self.decode_bytes(encoding, payload, where=where)
+        return decode_value(serde, tag, data, address=address, channel=channel, task_id=task_id)
+
+
+def _where(address: Address, channel: str | None, task_id: str | None) -> str:
+    parts = [f"thread {address.thread_id!r}"]
+    if address.checkpoint_ns:
+        parts.append(f"ns {address.checkpoint_ns!r}")
+    if address.checkpoint_id:
+        parts.append(f"checkpoint {address.checkpoint_id!r}")
+    if channel is not None:
+        parts.append(f"channel {channel!r}")
+    if task_id is not None:
+        parts.append(f"task {task_id!r}")
+    return "of " + ", ".join(parts)
+
+
+# --- primitives ----------------------------------------------------------------
+
+
+def is_inline(value: Any) -> bool:
+    """Whether ``value`` is a primitive a backend may store natively (not through serde).
+
+    Exact types only: a ``bool`` subclass or ``str`` subclass (an enum) would
+    not come back as itself.
+    """
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def inline_value(value: Any) -> Any:
+    """A primitive as a JSON-compatible value (NaN/inf are not; callers blob those)."""
+    if type(value) is float and (value != value or value in (float("inf"), float("-inf"))):
+        raise ConfigError(f"{value!r} cannot be stored inline as JSON")
+    return value
+
+
+# --- versions and metadata columns ---------------------------------------------------
+
+
+def versions_to_json(versions: ChannelVersions) -> str:
+    """``channel_versions`` as a JSON object of *strings*, the form blob keys use.
+
+    The blob table keys versions as text; storing them as text here lets SQL
+    join checkpoints to blobs (for reads and for garbage collection) without
+    type juggling. The checkpoint head keeps the original types.
+    """
+    return json.dumps({str(k): str(v) for k, v in versions.items()}, separators=(",", ":"))
+
+
+def versions_from_json(text: str | None) -> dict[str, str]:
+    """Inverse of :func:`versions_to_json`."""
+    if not text:
+        return {}
+    out: dict[str, str] = json.loads(text)
+    return out
+
+
+def metadata_from_json(text: str | bytes | None, *, address: Address) -> dict[str, Any]:
+    """The metadata column back as a dict."""
+    if text is None:
+        return {}
+    try:
+        out = json.loads(text)
+    except ValueError as exc:
+        raise DecodeError(
+            f"stored metadata is not JSON: {exc}",
+            context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
+        ) from exc
+    if not isinstance(out, dict):
+        raise DecodeError(
+            "stored metadata is not a JSON object",
+            context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
+        )
+    return out
+
+
+# --- page grouping ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """One stored write as a backend reads it back."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    encoding: int
+    value: bytes | None
+
+
+def page_blob_keys(
+    rows: Iterable[tuple[str, str, Mapping[str, str]]],
+) -> list[BlobKey]:
+    """The distinct blob keys a page needs, from ``(thread, ns, versions)`` per checkpoint.
+
+    Channels that did not change between the page's checkpoints share a key,
+    so they are fetched (and their bytes held) once per page.
+    """
+    seen: dict[BlobKey, None] = {}
+    for thread_id, ns, versions in rows:
+        for channel, version in versions.items():
+            seen.setdefault((thread_id, ns, channel, version), None)
+    return list(seen)
+
+
+def group_writes(
+    rows: Iterable[tuple[str, str, str, WriteRecord]],
+) -> dict[tuple[str, str, str], list[WriteRecord]]:
+    """Bucket ``(thread, ns, checkpoint_id, write)`` rows by checkpoint, each bucket sorted.
+
+    The order is the contract's: ``(task_path, task_id, idx)``.
+    """
+    out: dict[tuple[str, str, str], list[WriteRecord]] = {}
+    for thread_id, ns, cid, rec in rows:
+        out.setdefault((thread_id, ns, cid), []).append(rec)
+    for bucket in out.values():
+        bucket.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
+    return out
+
+
+# --- tuples ------------------------------------------------------------------------------
+
+
+def build_tuple(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    *,
+    address: Address,
+    parent_id: str | None,
+    head: tuple[str, bytes],
+    metadata: str | bytes | None,
+    versions: Mapping[str, str],
+    blobs: Mapping[BlobKey, EncodedValue],
+    writes: Sequence[WriteRecord],
+) -> CheckpointTuple:
+    """Assemble a :class:`~tether.checkpoint.CheckpointTuple` from stored rows.
+
+    Args:
+        address: thread, namespace and id of the checkpoint.
+        parent_id: the ``parent_checkpoint_id`` column.
+        head: ``(type, bytes)`` of the checkpoint without its channel values.
+        metadata: the JSON metadata column.
+        versions: channel -> version (text) of the checkpoint.
+        blobs: blob rows fetched for the page (a channel whose blob is absent
+            or was stored as empty is absent from ``channel_values``).
+        writes: the checkpoint's pending writes, already in contract order.
+    """
+    checkpoint: dict[str, Any] = decode_value(serde, head[0], head[1], address=address)
+    if not isinstance(checkpoint, dict):
+        raise DecodeError(
+            f"stored checkpoint head is a {type(checkpoint).__name__}, not a dict",
+            context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
+        )
+    values: dict[str, Any] = {}
+    tid, ns = address.thread_id, address.checkpoint_ns
+    for channel, version in versions.items():
+        blob = blobs.get((tid, ns, channel, version))
+        if blob is None or blob[0] == EMPTY_TAG:
+            continue
+        values[channel] = codec.decode(serde, *blob, address=address, channel=channel)
+    checkpoint["channel_values"] = values
+    pending: list[PendingWrite] = [
+        (
+            w.task_id,
+            w.channel,
+            codec.decode(
+                serde,
+                w.type,
+                w.encoding,
+                w.value,
+                address=address,
+                channel=w.channel,
+                task_id=w.task_id,
+            ),
+        )
+        for w in writes
+    ]
+    parent = address.with_id(parent_id).to_config() if parent_id else None
+    return CheckpointTuple(
+        config=address.to_config(),
+        checkpoint=checkpoint,  # type: ignore[arg-type]
+        metadata=metadata_from_json(metadata, address=address),  # type: ignore[arg-type]
+        parent_config=parent,
+        pending_writes=pending,
+    )
+
+
+# --- prune -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrunePlan:
+    """What a prune does to each namespace of each named thread.
+
+    ``keep == 0`` deletes the threads outright (checkpoints, writes, blobs);
+    otherwise the newest ``keep`` checkpoints of every namespace survive with
+    their writes, every other checkpoint and write goes, and blobs no
+    surviving checkpoint refers to are collected.
+    """
+
+    keep: int
+
+    @property
+    def delete_all(self) -> bool:
+        return self.keep == 0
+
+
+def plan_prune(strategy: str, keep: int) -> PrunePlan:
+    """Validate a prune request (see :func:`~tether.backends._common.check_prune`)."""
+    return PrunePlan(check_prune(strategy, keep))
