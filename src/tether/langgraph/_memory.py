@@ -1,0 +1,50 @@
+"""The in-memory drop-in: ``langgraph.checkpoint.memory.InMemorySaver`` backed by tether's."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from tether.backends.memory import InMemorySaver as _TetherInMemorySaver
+from tether.langgraph._adapter import TetherLangGraphSaver
+from tether.langgraph._serde import langgraph_serializer
+from tether.serde.base import SerializerProtocol
+
+__all__ = ["InMemorySaver"]
+
+
+class InMemorySaver(TetherLangGraphSaver):
+    """In-memory LangGraph checkpointer (tests, demos, short-lived processes).
+
+    Unlike LangGraph's own, it is safe under concurrent use from many threads,
+    deduplicates unchanged channel values and implements ``copy_thread``,
+    ``delete_for_runs`` and ``prune``.
+
+    Args:
+        serde: the serializer; defaults to tether's strict serializer with
+            LangGraph's value types allowed (plus ``allowlist``).
+        allowlist: extra ``(module, name)`` types the graph stores.
+
+    Example:
+        >>> from tether.langgraph import InMemorySaver
+        >>> graph = builder.compile(checkpointer=InMemorySaver())  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        *,
+        serde: SerializerProtocol | None = None,
+        allowlist: Collection[tuple[str, ...]] = (),
+    ) -> None:
+        super().__init__(_TetherInMemorySaver(serde=serde or langgraph_serializer(allowlist)))
+
+    def __enter__(self) -> InMemorySaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    async def __aenter__(self) -> InMemorySaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
