@@ -1,0 +1,639 @@
+"""The SQLite saver (SPEC S5.2): tether's embedded default.
+
+How each operation maps to SQL (every statement has bound parameters; the
+only SQL text built at run time is the list of ``?`` placeholders and the
+fixed per-filter-key clause, never a value or a key):
+
+``put``
+    one ``BEGIN IMMEDIATE`` transaction: the blobs of the channels in
+    ``new_versions`` (``INSERT OR REPLACE``: a re-put under the same version
+    overwrites) and the checkpoint row. A checkpoint is never visible without
+    its blobs.
+``put_writes``
+    one transaction; special channels replace, ordinary writes are
+    insert-or-ignore (S2.4).
+``get_tuple``
+    three queries in one read snapshot: the row, its blobs (a ``json_each``
+    join over the row's ``channel_versions``), its writes.
+``list``
+    keyset-paged: each page of :data:`PAGE` checkpoints is three queries (rows,
+    every blob the page needs, every write of the page) in one read snapshot,
+    then the connection goes back to the pool before the page is yielded.
+    Memory is bounded by one page whatever the history length, and a
+    consumer that stops early holds no connection or lock.
+``delete_thread`` / ``delete_for_runs`` / ``copy_thread`` / ``prune``
+    set-based statements in one transaction each; blobs that no remaining
+    checkpoint of the thread refers to are collected in the same transaction.
+
+Metadata filters: the SQL narrows rows with one ``EXISTS (... json_each ...)``
+per key (type and, for scalars, value), and every candidate is then checked
+with :func:`~tether.backends._common.metadata_matches`, the reference
+semantics, so nested values compare exactly as in every other backend.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Self
+
+from tether.backends._bridge import ThreadedAsyncMixin
+from tether.backends._common import (
+    check_checkpoint,
+    check_filter,
+    check_limit,
+    check_prune,
+    check_thread_ids,
+    dumps_json,
+    merge_metadata,
+    metadata_matches,
+    prepare_writes,
+    split_channel_values,
+)
+from tether.backends._sqlbase import (
+    BlobCodec,
+    BlobKey,
+    EncodedValue,
+    WriteRecord,
+    build_tuple,
+    group_writes,
+    page_blob_keys,
+    versions_from_json,
+    versions_to_json,
+)
+from tether.backends.sqlite._conn import ConnectionManager, Synchronous, translate_errors
+from tether.backends.sqlite._schema import ensure_schema
+from tether.base import BaseCheckpointSaver, PruneStrategy
+from tether.checkpoint import (
+    Address,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    Config,
+)
+from tether.errors import ConfigError
+from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
+
+__all__ = ["PAGE", "SqliteSaver"]
+
+_List = list  # the saver has a method named list
+
+#: Checkpoints per ``list`` page (one read snapshot, three queries).
+PAGE = 64
+
+#: Payloads of at least this many bytes are stored zlib-compressed by default.
+DEFAULT_COMPRESS_THRESHOLD = 2048
+
+_GET_LATEST = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "channel_versions, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+
+_GET_BY_ID = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "channel_versions, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "AND checkpoint_id = ?"
+)
+
+_LIST_HEAD = (
+    "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, "
+    "c.checkpoint, c.channel_versions, c.metadata FROM checkpoints AS c"
+)
+
+_BLOBS_OF_ROW = (
+    "SELECT b.channel, b.version, b.type, b.encoding, b.value "
+    "FROM json_each(?) AS j CROSS JOIN checkpoint_blobs AS b "
+    "ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.channel = j.key AND b.version = j.value"
+)
+
+_BLOBS_OF_PAGE = (
+    "SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.encoding, b.value "
+    "FROM json_each(?) AS k CROSS JOIN checkpoint_blobs AS b "
+    "ON b.thread_id = json_extract(k.value, '$[0]') "
+    "AND b.checkpoint_ns = json_extract(k.value, '$[1]') "
+    "AND b.channel = json_extract(k.value, '$[2]') "
+    "AND b.version = json_extract(k.value, '$[3]')"
+)
+
+_WRITES_OF_ROW = (
+    "SELECT task_id, task_path, idx, channel, type, encoding, value FROM checkpoint_writes "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    "ORDER BY task_path, task_id, idx"
+)
+
+_WRITES_OF_PAGE = (
+    "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, "
+    "w.channel, w.type, w.encoding, w.value "
+    "FROM json_each(?) AS k CROSS JOIN checkpoint_writes AS w "
+    "ON w.thread_id = json_extract(k.value, '$[0]') "
+    "AND w.checkpoint_ns = json_extract(k.value, '$[1]') "
+    "AND w.checkpoint_id = json_extract(k.value, '$[2]')"
+)
+
+# Blobs of one thread that no checkpoint of that thread refers to. The
+# subquery is materialized once (an ephemeral index), so this is one pass.
+_COLLECT_BLOBS = (
+    "DELETE FROM checkpoint_blobs WHERE thread_id = ? "
+    "AND (checkpoint_ns, channel, version) NOT IN ("
+    "SELECT c.checkpoint_ns, j.key, j.value "
+    "FROM checkpoints AS c, json_each(c.channel_versions) AS j WHERE c.thread_id = ?)"
+)
+
+_COLLECT_WRITES = (
+    "DELETE FROM checkpoint_writes WHERE thread_id = ? "
+    "AND (checkpoint_ns, checkpoint_id) NOT IN ("
+    "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?)"
+)
+
+
+def _filter_clause(key: str, want: Any) -> tuple[str, list[Any]]:
+    """A necessary condition for ``metadata[key] == want`` as SQL (the value is re-checked)."""
+    head = "EXISTS (SELECT 1 FROM json_each(c.metadata) AS m WHERE m.key = ? AND "
+    if want is None:
+        return head + "m.type = 'null')", [key]
+    if want is True:
+        return head + "m.type = 'true')", [key]
+    if want is False:
+        return head + "m.type = 'false')", [key]
+    if isinstance(want, int | float):
+        return head + "m.type IN ('integer', 'real') AND m.value = ?)", [key, want]
+    if isinstance(want, str):
+        return head + "m.type = 'text' AND m.value = ?)", [key, want]
+    if isinstance(want, list):
+        return head + "m.type = 'array')", [key]
+    return head + "m.type = 'object')", [key]
+
+
+class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
+    """Checkpoints in one SQLite file (or ``":memory:"``), from sync and async code.
+
+    Args:
+        target: a file path (created with its schema if missing), ``":memory:"``
+            (a private database for tests), or an open ``sqlite3.Connection``
+            (used as is and left open by :meth:`close`).
+        serde: the value serializer (default: the strict MessagePack one).
+        synchronous: ``"NORMAL"`` (default; every returned ``put`` survives a
+            process crash, the last ones may roll back after power loss) or
+            ``"FULL"`` (an fsync per write; survives power loss too).
+        busy_timeout: seconds to wait for another process's write lock before
+            :class:`~tether.errors.StorageTimeout`.
+        compress_threshold: values of at least this many serialized bytes are
+            stored zlib-compressed (when that is smaller); ``None`` disables.
+
+    Raises:
+        SchemaVersionError: the file was written by a newer tether.
+        StorageError: the file is not a SQLite database, or not a tether store.
+
+    The async methods run the sync ones in worker threads (``asyncio.to_thread``),
+    so they never block the event loop; one instance serves both.
+    """
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | sqlite3.Connection = ":memory:",
+        *,
+        serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout: float = 30.0,
+        compress_threshold: int | None = DEFAULT_COMPRESS_THRESHOLD,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.codec = BlobCodec(compress_threshold=compress_threshold)
+        self._conns = ConnectionManager(target, synchronous=synchronous, busy_timeout=busy_timeout)
+        try:
+            self.setup()
+        except BaseException:
+            self._conns.close()
+            raise
+
+    @property
+    def path(self) -> str:
+        """The database file (``":memory:"`` for a private in-memory database)."""
+        return self._conns.path
+
+    def setup(self) -> None:
+        """Create or migrate the schema; idempotent (the constructor calls it)."""
+        with self._conns.connection() as conn, self._conns.write_lock:
+            ensure_schema(conn, self._conns.where, wal=self._conns.is_file)
+
+    async def asetup(self) -> None:
+        """Async :meth:`setup`."""
+        import asyncio
+
+        await asyncio.to_thread(self.setup)
+
+    def close(self) -> None:
+        """Close the connections this saver opened; idempotent."""
+        self._conns.close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteSaver({self._conns.where!r})"
+
+    # --- transactions -------------------------------------------------------------
+
+    def _write(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(conn, *args)`` in one ``BEGIN IMMEDIATE`` transaction."""
+        where = self._conns.where
+        with self._conns.connection() as conn, self._conns.write_lock:
+            with translate_errors(where):
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                with translate_errors(where):
+                    out = fn(conn, *args)
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with translate_errors(where):
+                        conn.execute("ROLLBACK")
+                raise
+            return out
+
+    def _read(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(conn, *args)`` in one read snapshot."""
+        where = self._conns.where
+        with self._conns.connection() as conn:
+            with translate_errors(where):
+                conn.execute("BEGIN")
+            try:
+                with translate_errors(where):
+                    return fn(conn, *args)
+            finally:
+                if conn.in_transaction:
+                    with translate_errors(where):
+                        conn.execute("COMMIT")
+
+    # --- reads ----------------------------------------------------------------------
+
+    def get_tuple(self, config: Config) -> CheckpointTuple | None:
+        addr = Address.from_config(config)
+        return self._read(self._get_tuple, addr)  # type: ignore[no-any-return]
+
+    def _get_tuple(self, conn: sqlite3.Connection, addr: Address) -> CheckpointTuple | None:
+        if addr.checkpoint_id is None:
+            row = conn.execute(_GET_LATEST, (addr.thread_id, addr.checkpoint_ns)).fetchone()
+        else:
+            row = conn.execute(
+                _GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
+            ).fetchone()
+        if row is None:
+            return None
+        tid, ns, cid = row[0], row[1], row[2]
+        versions = versions_from_json(row[6])
+        blobs: dict[BlobKey, EncodedValue] = {
+            (tid, ns, channel, version): (type_, encoding, value)
+            for channel, version, type_, encoding, value in conn.execute(
+                _BLOBS_OF_ROW, (row[6], tid, ns)
+            )
+        }
+        writes = [WriteRecord(*w) for w in conn.execute(_WRITES_OF_ROW, (tid, ns, cid)).fetchall()]
+        return self._build(row, versions, blobs, writes)
+
+    def _build(
+        self,
+        row: Sequence[Any],
+        versions: Mapping[str, str],
+        blobs: Mapping[BlobKey, EncodedValue],
+        writes: Sequence[WriteRecord],
+    ) -> CheckpointTuple:
+        return build_tuple(
+            self.serde,
+            self.codec,
+            address=Address(row[0], row[1], row[2]),
+            parent_id=row[3],
+            head=(row[4], row[5]),
+            metadata=row[7],
+            versions=versions,
+            blobs=blobs,
+            writes=writes,
+        )
+
+    def list(
+        self,
+        config: Config | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        # Validate now, not at the first next(), so bad input fails at the call.
+        addr = Address.optional(config)
+        want = check_filter(filter)
+        limit = check_limit(limit)
+        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
+        if before is not None and before_id is None:
+            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        where: _List[str] = []
+        params: _List[Any] = []
+        if addr is not None:
+            where.append("c.thread_id = ?")
+            params.append(addr.thread_id)
+            if addr.has_ns(config):
+                where.append("c.checkpoint_ns = ?")
+                params.append(addr.checkpoint_ns)
+            if addr.checkpoint_id is not None:
+                where.append("c.checkpoint_id = ?")
+                params.append(addr.checkpoint_id)
+        if before_id is not None:
+            where.append("c.checkpoint_id < ?")
+            params.append(before_id)
+        for key, value in want.items():
+            clause, args = _filter_clause(key, value)
+            where.append(clause)
+            params.extend(args)
+        return self._list(where, params, want, limit)
+
+    def _list(
+        self, where: _List[str], params: _List[Any], want: dict[str, Any], limit: int | None
+    ) -> Iterator[CheckpointTuple]:
+        if limit == 0:
+            return
+        produced = 0
+        cursor: tuple[str, str, str] | None = None
+        while True:
+            page, cursor = self._read(self._page, where, params, want, cursor)
+            for tup in page:
+                yield tup
+                produced += 1
+                if limit is not None and produced >= limit:
+                    return
+            if cursor is None:
+                return
+
+    def _page(
+        self,
+        conn: sqlite3.Connection,
+        where: _List[str],
+        params: _List[Any],
+        want: dict[str, Any],
+        cursor: tuple[str, str, str] | None,
+    ) -> tuple[_List[CheckpointTuple], tuple[str, str, str] | None]:
+        conds = list(where)
+        args = list(params)
+        if cursor is not None:
+            conds.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (?, ?, ?)")
+            args.extend(cursor)
+        # Only fixed fragments are joined here; every value is a bound parameter.
+        sql = _LIST_HEAD
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        sql += " ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC LIMIT ?"
+        args.append(PAGE)
+        rows = conn.execute(sql, args).fetchall()
+        next_cursor = (rows[-1][2], rows[-1][0], rows[-1][1]) if len(rows) == PAGE else None
+        if want:
+            rows = [r for r in rows if metadata_matches(json.loads(r[7]), want)]
+        if not rows:
+            return [], next_cursor
+        versions = [versions_from_json(r[6]) for r in rows]
+        keys = page_blob_keys((r[0], r[1], v) for r, v in zip(rows, versions, strict=True))
+        blobs: dict[BlobKey, EncodedValue] = {}
+        if keys:
+            for tid, ns, channel, version, type_, encoding, value in conn.execute(
+                _BLOBS_OF_PAGE, (json.dumps(keys),)
+            ):
+                blobs[(tid, ns, channel, version)] = (type_, encoding, value)
+        ids = json.dumps([[r[0], r[1], r[2]] for r in rows])
+        writes = group_writes(
+            (w[0], w[1], w[2], WriteRecord(*w[3:])) for w in conn.execute(_WRITES_OF_PAGE, (ids,))
+        )
+        page = [
+            self._build(r, v, blobs, writes.get((r[0], r[1], r[2]), ()))
+            for r, v in zip(rows, versions, strict=True)
+        ]
+        return page, next_cursor
+
+    # --- writes ---------------------------------------------------------------------
+
+    def put(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> dict[str, Any]:
+        addr = Address.from_config(config)
+        check_checkpoint(checkpoint, new_versions)
+        meta = merge_metadata(config, metadata)
+        head, values = split_channel_values(checkpoint, new_versions)
+        serde, codec = self.serde, self.codec
+        # Serialize before taking the write lock: it is the expensive part.
+        tid, ns, cid = addr.thread_id, addr.checkpoint_ns, checkpoint["id"]
+        blob_rows = [
+            (tid, ns, channel, version, *codec.encode(serde, value))
+            for channel, (version, value) in values.items()
+        ]
+        head_type, head_bytes = serde.dumps_typed(head)
+        run_id = meta.get("run_id")
+        row = (
+            tid,
+            ns,
+            cid,
+            addr.checkpoint_id,
+            None if run_id is None else str(run_id),
+            head_type,
+            head_bytes,
+            versions_to_json(checkpoint["channel_versions"]),
+            dumps_json(meta),
+        )
+        self._write(self._put, blob_rows, row)
+        return Address(tid, ns, cid).to_config()
+
+    @staticmethod
+    def _put(
+        conn: sqlite3.Connection, blob_rows: _List[tuple[Any, ...]], row: tuple[Any, ...]
+    ) -> None:
+        if blob_rows:
+            conn.executemany(
+                "INSERT OR REPLACE INTO checkpoint_blobs "
+                "(thread_id, checkpoint_ns, channel, version, type, encoding, value) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                blob_rows,
+            )
+        conn.execute(
+            "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+            "parent_checkpoint_id, run_id, type, checkpoint, channel_versions, metadata) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+
+    def put_writes(
+        self,
+        config: Config,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        addr = Address.from_config(config)
+        if addr.checkpoint_id is None:
+            raise ConfigError(
+                f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
+                "(configurable.checkpoint_id), as returned by put()"
+            )
+        rows = prepare_writes(writes, task_id, task_path)
+        if not rows:
+            return
+        serde, codec = self.serde, self.codec
+        replace: _List[tuple[Any, ...]] = []
+        ignore: _List[tuple[Any, ...]] = []
+        for r in rows:
+            encoded = (
+                addr.thread_id,
+                addr.checkpoint_ns,
+                addr.checkpoint_id,
+                r.task_id,
+                r.task_path,
+                r.idx,
+                r.channel,
+                *codec.encode(serde, r.value),
+            )
+            (replace if r.replaces else ignore).append(encoded)
+        self._write(self._put_writes, replace, ignore)
+
+    @staticmethod
+    def _put_writes(
+        conn: sqlite3.Connection, replace: _List[tuple[Any, ...]], ignore: _List[tuple[Any, ...]]
+    ) -> None:
+        cols = (
+            "INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+            "task_path, idx, channel, type, encoding, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        if replace:
+            conn.executemany("INSERT OR REPLACE " + cols, replace)
+        if ignore:
+            conn.executemany("INSERT OR IGNORE " + cols, ignore)
+
+    # --- thread operations ------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._write(self._delete_threads, [str(thread_id)])
+
+    @staticmethod
+    def _delete_threads(conn: sqlite3.Connection, thread_ids: _List[str]) -> None:
+        args = [(t,) for t in thread_ids]
+        conn.executemany("DELETE FROM checkpoint_writes WHERE thread_id = ?", args)
+        conn.executemany("DELETE FROM checkpoint_blobs WHERE thread_id = ?", args)
+        conn.executemany("DELETE FROM checkpoints WHERE thread_id = ?", args)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = check_thread_ids(run_ids, "run_ids")
+        if runs:
+            self._write(self._delete_for_runs, json.dumps(runs))
+
+    @staticmethod
+    def _delete_for_runs(conn: sqlite3.Connection, runs: str) -> None:
+        threads = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT thread_id FROM checkpoints "
+                "WHERE run_id IN (SELECT value FROM json_each(?))",
+                (runs,),
+            )
+        ]
+        if not threads:
+            return
+        conn.execute(
+            "DELETE FROM checkpoint_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN ("
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
+            "WHERE run_id IN (SELECT value FROM json_each(?)))",
+            (runs,),
+        )
+        conn.execute(
+            "DELETE FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?))", (runs,)
+        )
+        conn.executemany(_COLLECT_BLOBS, [(t, t) for t in threads])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        src, dst = str(source_thread_id), str(target_thread_id)
+        if src == dst:
+            raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
+        self._write(self._copy_thread, src, dst)
+
+    @staticmethod
+    def _copy_thread(conn: sqlite3.Connection, src: str, dst: str) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+            "parent_checkpoint_id, run_id, type, checkpoint, channel_versions, metadata) "
+            "SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, "
+            "checkpoint, channel_versions, metadata FROM checkpoints WHERE thread_id = ?",
+            (dst, src),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, "
+            "version, type, encoding, value) SELECT ?, checkpoint_ns, channel, version, type, "
+            "encoding, value FROM checkpoint_blobs WHERE thread_id = ?",
+            (dst, src),
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, "
+            "task_id, task_path, idx, channel, type, encoding, value) SELECT ?, checkpoint_ns, "
+            "checkpoint_id, task_id, task_path, idx, channel, type, encoding, value "
+            "FROM checkpoint_writes WHERE thread_id = ?",
+            (dst, src),
+        )
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: PruneStrategy = "keep_latest",
+        keep: int = 1,
+    ) -> None:
+        n = check_prune(strategy, keep)
+        tids = list(dict.fromkeys(check_thread_ids(thread_ids)))
+        if not tids:
+            return
+        if n == 0:
+            self._write(self._delete_threads, tids)
+        else:
+            self._write(self._prune, tids, n)
+
+    @staticmethod
+    def _prune(conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
+        for tid in tids:
+            conn.execute(
+                "DELETE FROM checkpoints WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
+                "row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) "
+                "AS rn FROM checkpoints WHERE thread_id = ?) WHERE rn > ?)",
+                (tid, keep),
+            )
+            conn.execute(_COLLECT_WRITES, (tid, tid))
+            conn.execute(_COLLECT_BLOBS, (tid, tid))
+
+    # --- maintenance ---------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Row counts and bytes on disk (``page_count * page_size``)."""
+
+        def count(conn: sqlite3.Connection) -> dict[str, int]:
+            out = {
+                "checkpoints": int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]),
+                "blobs": int(conn.execute("SELECT count(*) FROM checkpoint_blobs").fetchone()[0]),
+                "writes": int(conn.execute("SELECT count(*) FROM checkpoint_writes").fetchone()[0]),
+            }
+            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+            size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            out["bytes"] = pages * size
+            return out
+
+        result: dict[str, int] = self._read(count)
+        return result
