@@ -12,7 +12,9 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -29,9 +31,6 @@ def _pg_unreachable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def pg_dsn() -> Iterator[str]:
     """A DSN to a fresh database of this session, dropped at the end."""
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
     base = os.environ.get("TETHER_TEST_PG_DSN", DEFAULT_DSN)
     name = f"tether_lg_{uuid.uuid4().hex[:10]}"
     try:

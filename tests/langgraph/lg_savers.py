@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -10,16 +11,6 @@ from typing import Any
 import pytest
 
 from tether.langgraph import InMemorySaver, TetherLangGraphSaver
-
-
-def lg_serde() -> Any:
-    """The serializer the drop-in savers run with in these tests: their default one."""
-    from tether.langgraph import langgraph_serializer
-
-    return langgraph_serializer()
-
-
-# --- savers --------------------------------------------------------------------------
 
 BACKENDS = [
     "memory",
@@ -38,28 +29,30 @@ def _require(name: str) -> Any:
         pytest.skip(f"{name} unavailable: {exc}")
 
 
+def fresh_schema() -> str:
+    """A Postgres schema of its own for each saver: tests share the session database."""
+    return f"lg_{uuid.uuid4().hex[:16]}"
+
+
 @contextlib.contextmanager
 def open_saver(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[TetherLangGraphSaver]:
-    """A fresh sync-constructed drop-in saver of ``backend``."""
-    serde = lg_serde()
+    """A fresh drop-in saver of ``backend``, opened the sync way, default serializer."""
     if backend == "memory":
-        yield InMemorySaver(serde=serde)
+        with InMemorySaver() as saver:
+            yield saver
     elif backend == "sqlite":
         cls = _require("SqliteSaver")
-        with cls.from_conn_string(str(tmp_path / "lg.db"), serde=serde) as saver:
+        with cls.from_conn_string(str(tmp_path / "lg.db")) as saver:
             saver.setup()
             yield saver
     elif backend == "postgres":
         cls = _require("PostgresSaver")
         dsn = request.getfixturevalue("pg_dsn")
-        with cls.from_conn_string(dsn, serde=serde) as saver:
+        with cls.from_conn_string(dsn, schema=fresh_schema(), pool_size=4) as saver:
             saver.setup()
             yield saver
-            # Tests share the session database: leave it empty for the next one.
-            for thread_id in {t.config["configurable"]["thread_id"] for t in saver.list(None)}:
-                saver.delete_thread(thread_id)
     else:  # pragma: no cover
         raise AssertionError(backend)
 
@@ -68,23 +61,20 @@ def open_saver(
 async def aopen_saver(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[TetherLangGraphSaver]:
-    """A fresh async-constructed drop-in saver of ``backend``."""
-    serde = lg_serde()
+    """A fresh drop-in saver of ``backend``, opened the async way, default serializer."""
     if backend == "memory":
-        yield InMemorySaver(serde=serde)
+        async with InMemorySaver() as saver:
+            yield saver
     elif backend == "sqlite":
         cls = _require("AsyncSqliteSaver")
-        async with cls.from_conn_string(str(tmp_path / "lg.db"), serde=serde) as saver:
+        async with cls.from_conn_string(str(tmp_path / "lg.db")) as saver:
             await saver.setup()
             yield saver
     elif backend == "postgres":
         cls = _require("AsyncPostgresSaver")
         dsn = request.getfixturevalue("pg_dsn")
-        async with cls.from_conn_string(dsn, serde=serde) as saver:
+        async with cls.from_conn_string(dsn, schema=fresh_schema(), pool_size=4) as saver:
             await saver.setup()
             yield saver
-            threads = {t.config["configurable"]["thread_id"] async for t in saver.alist(None)}
-            for thread_id in threads:
-                await saver.adelete_thread(thread_id)
     else:  # pragma: no cover
         raise AssertionError(backend)

@@ -27,7 +27,7 @@ from tether.langgraph._memory import InMemorySaver
 from tether.langgraph._serde import LANGGRAPH_ALLOWLIST, langgraph_serializer
 
 if TYPE_CHECKING:
-    pass
+    from tether.langgraph._postgres import AsyncPostgresSaver, PostgresSaver
 
 __all__ = [
     "LANGGRAPH_ALLOWLIST",

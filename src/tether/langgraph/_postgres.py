@@ -1,0 +1,180 @@
+"""The Postgres drop-ins: ``langgraph.checkpoint.postgres``'s two savers backed by tether's.
+
+``PostgresSaver`` and ``AsyncPostgresSaver`` take what the official classes
+take (a psycopg connection or pool, ``from_conn_string(url)`` as a context
+manager, ``setup()``), plus tether's options as keywords. Both are the same
+saver underneath; they differ in how they are opened and closed:
+
+* ``from_conn_string`` (either class) gives a saver that owns its pools and
+  serves sync *and* async graphs, each half with its own pool opened on first
+  use. ``AsyncPostgresSaver.from_conn_string`` closes both on exit; the sync
+  one closes the sync pool, so a program that also runs async graphs on it
+  should ``await saver.aclose()`` before its event loop ends.
+* Built from a sync ``Connection``/``ConnectionPool``, async calls run the
+  sync methods in a worker thread. Built from an ``AsyncConnection``/
+  ``AsyncConnectionPool``, sync calls raise :class:`~tether.errors.ConfigError`
+  rather than block on the event loop (the deadlock of the official async
+  saver's sync bridge); use ``from_conn_string`` to serve both.
+
+The tables are tether's (blobs apart, written once per version; see
+``tether.backends.postgres``), not the official saver's: point it at a
+database or ``schema`` of its own, and bring old threads over with
+``tether import``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Collection, Iterator
+from typing import Any
+
+from psycopg import AsyncConnection, Connection
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from tether.backends.postgres import PostgresSaver as _TetherPostgresSaver
+from tether.langgraph._adapter import TetherLangGraphSaver
+from tether.langgraph._serde import langgraph_serializer
+from tether.serde.base import SerializerProtocol
+
+__all__ = ["AsyncPostgresSaver", "PostgresSaver"]
+
+_Conn = Connection[Any] | ConnectionPool[Any] | AsyncConnection[Any] | AsyncConnectionPool[Any]
+
+
+def _serde(
+    serde: SerializerProtocol | None, allowlist: Collection[tuple[str, ...]]
+) -> SerializerProtocol:
+    return serde if serde is not None else langgraph_serializer(allowlist)
+
+
+class PostgresSaver(TetherLangGraphSaver):
+    """LangGraph checkpointer in Postgres, for sync and async graphs.
+
+    Args:
+        conn: a psycopg ``Connection`` or ``ConnectionPool`` (as the official
+            saver takes; an ``AsyncConnection``/``AsyncConnectionPool`` is
+            accepted too, see the module doc). The saver never closes it. A
+            connection should be in autocommit mode; its row factory does not
+            matter.
+        pipe: accepted for the official signature: when given, every
+            operation runs in pipeline mode (tether opens its own pipeline
+            block per operation on ``conn``).
+        serde: the serializer; defaults to tether's strict serializer with
+            LangGraph's value types allowed (plus ``allowlist``).
+        allowlist: extra ``(module, name)`` types the graphs store.
+        **options: :class:`tether.backends.postgres.PostgresSaver` options
+            (``schema``, ``inline_primitives``, ``page_size``,
+            ``compress_threshold``, ``prepare_threshold``).
+
+    Example:
+        >>> with PostgresSaver.from_conn_string(url) as saver:  # doctest: +SKIP
+        ...     saver.setup()
+        ...     graph = builder.compile(checkpointer=saver)
+    """
+
+    saver: _TetherPostgresSaver
+
+    def __init__(
+        self,
+        conn: _Conn,
+        pipe: object | None = None,
+        serde: SerializerProtocol | None = None,
+        *,
+        allowlist: Collection[tuple[str, ...]] = (),
+        **options: Any,
+    ) -> None:
+        options.setdefault("pipeline", pipe is not None)
+        super().__init__(_TetherPostgresSaver(conn, serde=_serde(serde, allowlist), **options))
+
+    @classmethod
+    def _open(
+        cls,
+        conn_string: str,
+        pipeline: bool,
+        serde: SerializerProtocol | None,
+        allowlist: Collection[tuple[str, ...]],
+        options: dict[str, Any],
+    ) -> Any:
+        saver = _TetherPostgresSaver.from_conn_string(
+            conn_string, pipeline=pipeline, serde=_serde(serde, allowlist), **options
+        )
+        # The wrapper of a saver that owns its pools: skip __init__, which builds one.
+        self = cls.__new__(cls)
+        TetherLangGraphSaver.__init__(self, saver)
+        return self
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        serde: SerializerProtocol | None = None,
+        allowlist: Collection[tuple[str, ...]] = (),
+        **options: Any,
+    ) -> Iterator[PostgresSaver]:
+        """A saver owning its connection pools, closed when the block ends.
+
+        Args:
+            conn_string: a libpq URL or DSN.
+            pipeline: run each operation in pipeline mode.
+            serde: as for the constructor.
+            allowlist: as for the constructor.
+            **options: :meth:`tether.backends.postgres.PostgresSaver.from_conn_string`
+                options (``pool_size``, ``statement_timeout``, ``schema``, ...).
+        """
+        saver: PostgresSaver = cls._open(conn_string, pipeline, serde, allowlist, options)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def setup(self) -> None:
+        """Create or migrate tether's tables; safe to call from many processes at once."""
+        self.saver.setup()
+
+    def close(self) -> None:
+        """Close the sync pool the saver owns (nothing it was given)."""
+        self.saver.close()
+
+    async def aclose(self) -> None:
+        """Close every pool the saver owns (nothing it was given)."""
+        await self.saver.aclose()
+
+
+class AsyncPostgresSaver(PostgresSaver):
+    """:class:`PostgresSaver` opened the async way: ``async with``, ``await setup()``.
+
+    It serves sync graphs as well when opened with :meth:`from_conn_string`.
+
+    Example:
+        >>> async with AsyncPostgresSaver.from_conn_string(url) as saver:  # doctest: +SKIP
+        ...     await saver.setup()
+        ...     graph = builder.compile(checkpointer=saver)
+    """
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_conn_string(  # type: ignore[override]
+        cls,
+        conn_string: str,
+        *,
+        pipeline: bool = False,
+        serde: SerializerProtocol | None = None,
+        allowlist: Collection[tuple[str, ...]] = (),
+        **options: Any,
+    ) -> AsyncIterator[AsyncPostgresSaver]:
+        """A saver owning its connection pools, all closed when the block ends.
+
+        Args: as for :meth:`PostgresSaver.from_conn_string`.
+        """
+        saver: AsyncPostgresSaver = cls._open(conn_string, pipeline, serde, allowlist, options)
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def setup(self) -> None:  # type: ignore[override]
+        """Create or migrate tether's tables; safe to call from many processes at once."""
+        await self.saver.asetup()
