@@ -6,27 +6,23 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tether.langgraph import InMemorySaver, TetherLangGraphSaver
+from tether.langgraph import (
+    AsyncPostgresSaver,
+    AsyncSqliteSaver,
+    InMemorySaver,
+    PostgresSaver,
+    SqliteSaver,
+    TetherLangGraphSaver,
+)
 
 BACKENDS = [
     "memory",
     "sqlite",
     pytest.param("postgres", marks=pytest.mark.postgres),
 ]
-
-
-def _require(name: str) -> Any:
-    """The tether.langgraph class, or a skip while its tether backend is not built yet."""
-    import tether.langgraph as tl
-
-    try:
-        return getattr(tl, name)
-    except ImportError as exc:
-        pytest.skip(f"{name} unavailable: {exc}")
 
 
 def fresh_schema() -> str:
@@ -40,19 +36,17 @@ def open_saver(
 ) -> Iterator[TetherLangGraphSaver]:
     """A fresh drop-in saver of ``backend``, opened the sync way, default serializer."""
     if backend == "memory":
-        with InMemorySaver() as saver:
-            yield saver
+        with InMemorySaver() as memory:
+            yield memory
     elif backend == "sqlite":
-        cls = _require("SqliteSaver")
-        with cls.from_conn_string(str(tmp_path / "lg.db")) as saver:
-            saver.setup()
-            yield saver
+        with SqliteSaver.from_conn_string(str(tmp_path / "lg.db")) as sqlite:
+            sqlite.setup()
+            yield sqlite
     elif backend == "postgres":
-        cls = _require("PostgresSaver")
         dsn = request.getfixturevalue("pg_dsn")
-        with cls.from_conn_string(dsn, schema=fresh_schema(), pool_size=4) as saver:
-            saver.setup()
-            yield saver
+        with PostgresSaver.from_conn_string(dsn, schema=fresh_schema(), pool_size=4) as pg:
+            pg.setup()
+            yield pg
     else:  # pragma: no cover
         raise AssertionError(backend)
 
@@ -63,18 +57,18 @@ async def aopen_saver(
 ) -> AsyncIterator[TetherLangGraphSaver]:
     """A fresh drop-in saver of ``backend``, opened the async way, default serializer."""
     if backend == "memory":
-        async with InMemorySaver() as saver:
-            yield saver
+        async with InMemorySaver() as memory:
+            yield memory
     elif backend == "sqlite":
-        cls = _require("AsyncSqliteSaver")
-        async with cls.from_conn_string(str(tmp_path / "lg.db")) as saver:
-            await saver.setup()
-            yield saver
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "lg.db")) as sqlite:
+            await sqlite.setup()
+            yield sqlite
     elif backend == "postgres":
-        cls = _require("AsyncPostgresSaver")
         dsn = request.getfixturevalue("pg_dsn")
-        async with cls.from_conn_string(dsn, schema=fresh_schema(), pool_size=4) as saver:
-            await saver.setup()
-            yield saver
+        async with AsyncPostgresSaver.from_conn_string(
+            dsn, schema=fresh_schema(), pool_size=4
+        ) as pg:
+            await pg.setup()
+            yield pg
     else:  # pragma: no cover
         raise AssertionError(backend)

@@ -28,6 +28,7 @@ from tether.langgraph._serde import LANGGRAPH_ALLOWLIST, langgraph_serializer
 
 if TYPE_CHECKING:
     from tether.langgraph._postgres import AsyncPostgresSaver, PostgresSaver
+    from tether.langgraph._sqlite import AsyncSqliteSaver, SqliteSaver
 
 __all__ = [
     "LANGGRAPH_ALLOWLIST",
