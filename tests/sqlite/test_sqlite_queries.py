@@ -1,0 +1,109 @@
+"""No N+1: statement counts per read, streaming list, SQL that cannot be injected."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from sqlite_helpers import step, thread
+
+from tether import SqliteSaver
+from tether.backends.sqlite import PAGE
+
+
+def _traced(db_path: Path) -> tuple[SqliteSaver, list[str]]:
+    conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    return SqliteSaver(conn), statements
+
+
+def _queries(statements: list[str]) -> list[str]:
+    return [s for s in statements if s.split()[0].upper() not in ("BEGIN", "COMMIT")]
+
+
+def _history(saver: SqliteSaver, tid: str, n: int, writes: bool = True) -> None:
+    cfg, prev = thread(tid), None
+    for i in range(n):
+        cfg, prev = step(saver, cfg, prev, {"m": [i], "k": i % 3}, {"source": "loop", "step": i})
+        if writes:
+            saver.put_writes(cfg, [("m", i), ("k", i)], f"task-{i}")
+
+
+def test_get_tuple_is_three_queries(db_path: Path) -> None:
+    saver, statements = _traced(db_path)
+    _history(saver, "t", 5)
+    statements.clear()
+    tup = saver.get_tuple(thread("t"))
+    assert tup is not None
+    assert len(tup.pending_writes) == 2
+    assert len(_queries(statements)) <= 3
+    saver.close()
+
+
+@pytest.mark.parametrize("n", [PAGE // 2, PAGE * 3])
+def test_list_costs_three_queries_per_page(db_path: Path, n: int) -> None:
+    saver, statements = _traced(db_path)
+    _history(saver, "t", n)
+    statements.clear()
+    got = list(saver.list(thread("t")))
+    assert len(got) == n
+    assert all(len(t.pending_writes) == 2 for t in got)
+    pages = n // PAGE + 1
+    assert len(_queries(statements)) <= 3 * pages
+    saver.close()
+
+
+def test_listing_a_long_history_streams(tmp_path: Path) -> None:
+    def peak(n: int) -> int:
+        with SqliteSaver(tmp_path / f"h{n}.db") as saver:
+            _history(saver, "t", n, writes=False)
+            gc.collect()
+            tracemalloc.start()
+            count = 0
+            for _ in saver.list(thread("t")):
+                count += 1
+            _, top = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            assert count == n
+            return top
+
+    small, large = peak(1_000), peak(10_000)
+    # ten times the history, about the same peak: one page is held at a time
+    assert large < small * 2
+
+
+def test_filter_keys_are_data_not_sql(saver: SqliteSaver) -> None:
+    _history(saver, "t", 3, writes=False)
+    evil = "a') OR 1=1 --"
+    assert list(saver.list(None, filter={evil: 1})) == []
+    assert list(saver.list(None, filter={"step": "1 OR 1=1"})) == []
+    assert list(saver.list(None, filter={'step" = 1 OR "': 1})) == []
+    assert len(list(saver.list(None))) == 3  # nothing was changed
+    assert [t.metadata["step"] for t in saver.list(None, filter={"step": 1})] == [1]
+
+
+def test_filter_semantics_match_the_reference(saver: SqliteSaver) -> None:
+    metas = [
+        {"n": 1, "b": True, "s": "x", "z": None, "d": {"a": [1, 2]}, "l": [1, {"b": 2}]},
+        {"n": 1.0, "b": 1, "s": "y", "d": {"a": [1, 2], "c": 0}, "l": [1]},
+    ]
+    prev, cfg = None, thread("f")
+    for m in metas:
+        cfg, prev = step(saver, cfg, prev, {"x": 1}, m)
+
+    def steps(**flt: object) -> int:
+        return len(list(saver.list(None, filter=flt)))
+
+    assert steps(n=1) == 2  # numbers by value
+    assert steps(b=True) == 1  # a bool only equals a bool
+    assert steps(b=1) == 1
+    assert steps(z=None) == 1  # null matches a stored null, not a missing key
+    assert steps(d={"a": [1, 2]}) == 1
+    assert steps(l=[1, {"b": 2}]) == 1
+    assert steps(l=[1]) == 1
+    assert steps(s="x", n=1) == 1
+    assert steps(missing=1) == 0
