@@ -18,8 +18,9 @@ fixed per-filter-key clause, never a value or a key):
 ``list``
     keyset-paged: each page of :data:`PAGE` checkpoints is three queries (rows,
     every blob the page needs, every write of the page) in one read snapshot,
-    then the connection goes back to the pool before the page is yielded.
-    Memory is bounded by one page whatever the history length, and a
+    then the connection goes back to the pool and the page's checkpoints are
+    decoded one at a time as the caller reaches them. Memory is bounded by one
+    page of stored bytes whatever the history length, and a
     consumer that stops early holds no connection or lock.
 ``delete_thread`` / ``delete_for_runs`` / ``copy_thread`` / ``prune``
     set-based statements in one transaction each; blobs that no remaining
@@ -80,6 +81,11 @@ from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 __all__ = ["PAGE", "SqliteSaver"]
 
 _List = list  # the saver has a method named list
+
+# One listed checkpoint before decoding: row, versions, the page's blobs, its writes.
+_Raw = tuple[
+    Sequence[Any], Mapping[str, str], Mapping[BlobKey, EncodedValue], Sequence[WriteRecord]
+]
 
 #: Checkpoints per ``list`` page (one read snapshot, three queries).
 PAGE = 64
@@ -371,8 +377,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         cursor: tuple[str, str, str] | None = None
         while True:
             page, cursor = self._read(self._page, where, params, want, cursor)
-            for tup in page:
-                yield tup
+            # The page holds stored bytes; each tuple is decoded only when it is
+            # reached, so at most one decoded checkpoint is alive at a time.
+            for row, versions, blobs, writes in page:
+                yield self._build(row, versions, blobs, writes)
                 produced += 1
                 if limit is not None and produced >= limit:
                     return
@@ -386,7 +394,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         params: _List[Any],
         want: dict[str, Any],
         cursor: tuple[str, str, str] | None,
-    ) -> tuple[_List[CheckpointTuple], tuple[str, str, str] | None]:
+    ) -> tuple[_List[_Raw], tuple[str, str, str] | None]:
         conds = list(where)
         args = list(params)
         if cursor is not None:
@@ -416,8 +424,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         writes = group_writes(
             (w[0], w[1], w[2], WriteRecord(*w[3:])) for w in conn.execute(_WRITES_OF_PAGE, (ids,))
         )
-        page = [
-            self._build(r, v, blobs, writes.get((r[0], r[1], r[2]), ()))
+        page: _List[_Raw] = [
+            (r, v, blobs, writes.get((r[0], r[1], r[2]), ()))
             for r, v in zip(rows, versions, strict=True)
         ]
         return page, next_cursor

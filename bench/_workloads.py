@@ -1,0 +1,142 @@
+"""The workloads every saver benchmark runs, against any saver with the LangGraph API.
+
+Both tether's savers and LangGraph's official ones take the same calls
+(``put``, ``put_writes``, ``get_tuple``, ``list``, ``get_next_version``) and the
+same v4 checkpoint dicts, so one driver times both in the same process run.
+
+W1 "chat": one thread of N steps. Each step appends one ~500-byte message dict
+to the ``messages`` list channel and updates two small channels (``step``,
+``status``), then stores the task's writes, as a graph step does. The
+checkpoint carries the whole state (as LangGraph's loop hands it over).
+
+W2 "many threads": T threads x 5 checkpoints of a few small channels.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tether.ids import uuid6
+
+Saver = Any
+
+
+def _message(i: int) -> dict[str, Any]:
+    rng = random.Random(i)
+    words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "omega"]) for _ in range(70))
+    return {
+        "type": "ai" if i % 2 else "human",
+        "id": f"msg-{i:06d}",
+        "content": words[:430],
+        "additional_kwargs": {},
+        "response_metadata": {"model": "m-1", "tokens": 120 + i % 17},
+    }
+
+
+def _checkpoint(prev: dict[str, Any] | None) -> dict[str, Any]:
+    if prev is None:
+        return {
+            "v": 4,
+            "id": str(uuid6()),
+            "ts": "2026-12-02T00:00:00+00:00",
+            "channel_values": {},
+            "channel_versions": {},
+            "versions_seen": {},
+            "updated_channels": None,
+        }
+    return {
+        "v": 4,
+        "id": str(uuid6()),
+        "ts": prev["ts"],
+        "channel_values": dict(prev["channel_values"]),
+        "channel_versions": dict(prev["channel_versions"]),
+        "versions_seen": {k: dict(v) for k, v in prev["versions_seen"].items()},
+        "updated_channels": None,
+    }
+
+
+def _advance(saver: Saver, ckpt: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    new_versions = {}
+    for channel, value in values.items():
+        version = saver.get_next_version(ckpt["channel_versions"].get(channel), None)
+        ckpt["channel_versions"][channel] = version
+        ckpt["channel_values"][channel] = value
+        new_versions[channel] = version
+    ckpt["updated_channels"] = sorted(values)
+    ckpt["versions_seen"]["agent"] = dict(ckpt["channel_versions"])
+    return new_versions
+
+
+def median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
+    """Write N steps; returns per-step median/p95 ms, get_tuple ms, full-history list ms."""
+    cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    prev = None
+    messages: list[dict[str, Any]] = []
+    steps = []
+    for i in range(n):
+        ckpt = _checkpoint(prev)
+        messages = [*messages, _message(i)]
+        new_versions = _advance(
+            saver, ckpt, {"messages": messages, "step": i, "status": f"step {i} done"}
+        )
+        t0 = time.perf_counter()
+        cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, new_versions)
+        saver.put_writes(cfg, [("messages", [_message(i)]), ("step", i)], f"task-{i}")
+        steps.append(time.perf_counter() - t0)
+        prev = ckpt
+    steps.sort()
+    latest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    got = saver.get_tuple(latest)
+    assert len(got.checkpoint["channel_values"]["messages"]) == n
+    listed = len(list(saver.list(latest)))
+    assert listed == n, listed
+    return {
+        "step_ms": statistics.median(steps) * 1000,
+        "step_p95_ms": steps[int(len(steps) * 0.95) - 1] * 1000,
+        "get_ms": median_ms(lambda: saver.get_tuple(latest), 21),
+        "list_ms": median_ms(lambda: sum(1 for _ in saver.list(latest)), 5 if n <= 300 else 3),
+    }
+
+
+def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, float]:
+    """Puts per second over T threads x 5 checkpoints; get_tuple latency of random threads."""
+    t0 = time.perf_counter()
+    for t in range(threads):
+        cfg: dict[str, Any] = {"configurable": {"thread_id": f"w2-{t}", "checkpoint_ns": ""}}
+        prev = None
+        for i in range(per_thread):
+            ckpt = _checkpoint(prev)
+            nv = _advance(saver, ckpt, {"step": i, "user": f"user-{t}", "flag": i % 2 == 0})
+            cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
+            prev = ckpt
+    elapsed = time.perf_counter() - t0
+    rng = random.Random(1)
+    picks = [rng.randrange(threads) for _ in range(200)]
+    times = []
+    for t in picks:
+        cfg = {"configurable": {"thread_id": f"w2-{t}", "checkpoint_ns": ""}}
+        s = time.perf_counter()
+        got = saver.get_tuple(cfg)
+        times.append(time.perf_counter() - s)
+        assert got is not None
+    return {
+        "puts_per_s": threads * per_thread / elapsed,
+        "get_ms": statistics.median(times) * 1000,
+    }
+
+
+def ratio(official: float, tether: float) -> float:
+    return round(official / tether, 2) if tether else float("inf")
