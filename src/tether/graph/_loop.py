@@ -1,0 +1,605 @@
+"""The run loop: load a checkpoint, then superstep after superstep until nothing triggers.
+
+::
+
+    load the latest (or the addressed) checkpoint and its pending writes
+    apply the input: new input -> an "input" checkpoint (step -1 on a new thread)
+                     Command(resume=...) -> RESUME writes for the interrupted tasks
+                     None -> continue where the thread stopped
+    while tasks := prepare_tasks(...):
+        stop if the step budget (recursion_limit) is spent, or on interrupt_before
+        run the tasks in parallel; tasks whose writes were already saved for this
+        checkpoint are not run, their writes are replayed; each finished task's
+        writes are saved at once (put_writes)
+        stop if a task raised (ERROR write) or interrupted (INTERRUPT write)
+        apply the writes, create the next "loop" checkpoint, put it
+        stop on interrupt_after
+    exit: finish the background writes (exit mode: the one put)
+
+:class:`Run` holds the state of one run and every step that does no I/O;
+:func:`run_sync` and :func:`run_async` are the two thin drivers, one running
+tasks on threads, the other on asyncio, each talking to the saver through its
+:mod:`~tether.graph._persist` lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from tether.checkpoint import (
+    ERROR,
+    INTERRUPT,
+    RESUME,
+    Address,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
+from tether.errors import ConfigError
+from tether.graph._algo import (
+    NO_WRITES,
+    TASKS,
+    PendingState,
+    Task,
+    TaskContext,
+    apply_writes,
+    branch_channel,
+    create_checkpoint,
+    encode_error,
+    encode_interrupts,
+    new_versions,
+    prepare_tasks,
+    read_state,
+    restore_channels,
+    state_after,
+)
+from tether.graph._persist import AsyncPersister, Durability, SyncPersister
+from tether.graph._types import (
+    END,
+    START,
+    Command,
+    GraphInterrupt,
+    GraphRecursionError,
+    Interrupt,
+    Send,
+    current_task,
+)
+
+if TYPE_CHECKING:
+    from tether.base import BaseCheckpointSaver
+    from tether.graph._pregel import CompiledStateGraph
+
+__all__ = ["Run", "run_async", "run_sync"]
+
+INTERRUPT_SEEN = INTERRUPT  # versions_seen key: channel versions at the last interrupt
+
+
+class Run:
+    """One invocation of a compiled graph: the loop's bookkeeping, no I/O."""
+
+    def __init__(
+        self,
+        graph: CompiledStateGraph,
+        config: Mapping[str, Any] | None,
+        *,
+        saver: BaseCheckpointSaver | None,
+        durability: Durability,
+        parents: dict[str, str] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.program = graph.program
+        self.saver = saver
+        self.durability = durability
+        config = dict(config or {})
+        self.user_config = config
+        addr = Address.optional(config)
+        if saver is not None and addr is None:
+            raise ConfigError(
+                "this graph has a checkpointer, so every run needs a thread: pass "
+                'config={"configurable": {"thread_id": "..."}}'
+            )
+        self.thread_id = addr.thread_id if addr else None
+        self.ns = addr.checkpoint_ns if addr else ""
+        self.requested_id = addr.checkpoint_id if addr else None
+        limit = config.get("recursion_limit", 25)
+        if not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"recursion_limit must be a positive int, got {limit!r}")
+        self.recursion_limit = limit
+        self.parents = dict(parents or {})
+        self.metadata_extra = dict(config.get("metadata") or {})
+        # the checkpoint being built on and the config of the last one stored
+        self.checkpoint: Checkpoint = empty_checkpoint()
+        self.metadata: CheckpointMetadata = {}
+        self.saved_config: dict[str, Any] | None = None
+        self.stored_versions: dict[str, Any] = {}
+        self.channels = self.program.new_channels()
+        self.step = -2  # a new thread's input checkpoint is step -1, its first loop step 0
+        self.stop = 0
+        self.pending = PendingState()
+        self.tasks: list[Task] = []
+        self.interrupts: list[Interrupt] = []
+        self.errors: dict[str, BaseException] = {}  # task id -> what it raised
+        self.interrupted_by: str | None = None  # "before" / "after" / "node"
+
+    # --- loading and input -----------------------------------------------------
+
+    def address(self, checkpoint_id: str | None = None) -> dict[str, Any]:
+        # without a checkpointer there is no thread; the config is then never stored
+        return Address(self.thread_id or "", self.ns, checkpoint_id).to_config()
+
+    def load(self, saved: CheckpointTuple | None, latest_id: str | None) -> None:
+        """Start from ``saved``; its pending writes count only if it is the thread's latest."""
+        if saved is None:
+            if self.requested_id is not None:
+                from tether.errors import CheckpointNotFound
+
+                raise CheckpointNotFound(
+                    f"thread {self.thread_id!r} has no checkpoint {self.requested_id!r} "
+                    f"in namespace {self.ns!r}; list them with get_state_history()"
+                )
+            return
+        self.checkpoint = saved.checkpoint
+        self.metadata = saved.metadata
+        self.saved_config = self.address(saved.checkpoint["id"])
+        self.stored_versions = dict(saved.checkpoint["channel_versions"])
+        self.channels = restore_channels(self.program, saved.checkpoint)
+        self.step = int(saved.metadata.get("step", -2))
+        if latest_id is None or latest_id == saved.checkpoint["id"]:
+            self.pending = PendingState.read(saved.pending_writes or [])
+
+    def is_new_input(self, input: Any) -> bool:
+        return input is not None and not isinstance(input, Command)
+
+    def prepare_input(self, input: Any) -> list[tuple[str, Any]] | None:
+        """New input: the writes of the "input" step; resume/continue: ``None``."""
+        if isinstance(input, Command):
+            if input.update is not None or input.goto:
+                raise ConfigError(
+                    "Command(update=..., goto=...) is what a node returns; resume a run with "
+                    "Command(resume=value), or use update_state() to change the state"
+                )
+            return None
+        if input is None:
+            if self.saved_config is None:
+                raise ConfigError(
+                    f"thread {self.thread_id!r} has no checkpoint to continue from; "
+                    "pass an input to start it"
+                )
+            return None
+        self.pending = PendingState()  # a new input abandons the unfinished step
+        return [(START, input)]
+
+    def resume_writes(self, command: Command) -> list[tuple[str, dict[str, list[Any]]]]:
+        """``Command(resume=...)`` -> ``(task_id, resume map)`` per interrupted task."""
+        open_ = self.pending.open_interrupts()
+        owner = {i.id: tid for tid, its in open_.items() for i in its}
+        if not owner:
+            raise ConfigError(
+                f"thread {self.thread_id!r} has no pending interrupt to resume; "
+                "invoke with an input (or None) instead"
+            )
+        value = command.resume
+        if isinstance(value, Mapping) and value and all(k in owner for k in value):
+            answers = dict(value)
+        elif len(owner) == 1:
+            answers = {next(iter(owner)): value}
+        else:
+            raise ConfigError(
+                f"thread {self.thread_id!r} has {len(owner)} pending interrupts; resume them "
+                f"by id with Command(resume={{id: value, ...}}); ids: {', '.join(owner)}"
+            )
+        out: dict[str, dict[str, list[Any]]] = {}
+        for iid, answer in answers.items():
+            tid = owner[iid]
+            current = out.get(tid) or {
+                k: list(v) for k, v in self.pending.resume.get(tid, {}).items()
+            }
+            current.setdefault(iid, []).append(answer)
+            out[tid] = current
+        for tid, resume in out.items():
+            self.pending.resume[tid] = resume
+        return list(out.items())
+
+    def forwarded_resume(self, resume: Mapping[str, list[Any]]) -> list[tuple[str, Any]]:
+        """A subgraph's share of its parent task's resume map (full answer lists by id)."""
+        open_ = self.pending.open_interrupts()
+        owner = {i.id: tid for tid, its in open_.items() for i in its}
+        out: dict[str, dict[str, list[Any]]] = {}
+        for iid, answers in resume.items():
+            tid = owner.get(iid)
+            if tid is None:
+                continue
+            current = out.get(tid) or {
+                k: list(v) for k, v in self.pending.resume.get(tid, {}).items()
+            }
+            if current.get(iid) != list(answers):
+                current[iid] = list(answers)
+                out[tid] = current
+        for tid, r in out.items():
+            self.pending.resume[tid] = r
+        return list(out.items())
+
+    def mark_resuming(self) -> None:
+        """Continuing a stopped run: interrupt_before/after must not fire again at once."""
+        self.checkpoint["versions_seen"][INTERRUPT_SEEN] = dict(self.checkpoint["channel_versions"])
+
+    def input_step(self, writes: list[tuple[str, Any]]) -> tuple[Any, ...]:
+        """Apply the input writes; returns the (config, checkpoint, metadata, versions) to put."""
+        task = Task("", START, ("input", 0), None, [], self.program.nodes[START], "", writes)
+        updated = apply_writes(self.checkpoint, self.channels, [task], self._next_version)
+        self.step += 1
+        return self._next_checkpoint("input", updated)
+
+    def _next_version(self, current: Any) -> Any:
+        if self.saver is not None:
+            return self.saver.get_next_version(current)
+        return (int(current) if current is not None else 0) + 1
+
+    def _next_checkpoint(self, source: str, updated: set[str]) -> tuple[Any, ...]:
+        self.checkpoint = create_checkpoint(self.checkpoint, self.channels, self.step, updated)
+        metadata: CheckpointMetadata = {
+            **self.metadata_extra,  # type: ignore[typeddict-item]
+            "source": source,  # type: ignore[typeddict-item]
+            "step": self.step,
+            "parents": dict(self.parents),
+        }
+        self.metadata = metadata
+        versions = new_versions(self.stored_versions, self.checkpoint["channel_versions"])
+        self.stored_versions = dict(self.checkpoint["channel_versions"])
+        parent = self.saved_config or self.address()
+        self.saved_config = self.address(self.checkpoint["id"])
+        self.pending = PendingState()
+        # The saver gets its own dicts: the next step mutates versions in place, and in
+        # async mode the put runs later. Only the changed channels' values are stored.
+        cp = self.checkpoint
+        values = cp["channel_values"]
+        stored = Checkpoint(
+            v=cp["v"],
+            id=cp["id"],
+            ts=cp["ts"],
+            channel_values={k: values[k] for k in versions if k in values},
+            channel_versions=dict(cp["channel_versions"]),
+            versions_seen={k: dict(v) for k, v in cp["versions_seen"].items()},
+            updated_channels=cp["updated_channels"],
+        )
+        return (parent, stored, metadata, versions)
+
+    # --- one superstep ------------------------------------------------------------
+
+    def next_tasks(self, interrupt_before: Sequence[str]) -> list[Task] | None:
+        """The tasks to run now, or ``None`` when the run is over (done or interrupted)."""
+        tasks = prepare_tasks(self.program, self.checkpoint, self.channels, self.step + 1, self.ns)
+        if not tasks:
+            return None
+        if self.step + 1 > self.stop:
+            raise GraphRecursionError(
+                f"thread {self.thread_id!r} reached the recursion limit of "
+                f"{self.recursion_limit} supersteps without finishing; raise it with "
+                'config={"recursion_limit": N} or check the graph for a cycle without an exit'
+            )
+        if interrupt_before and self._should_interrupt(tasks, interrupt_before):
+            self.tasks = tasks
+            self.interrupted_by = "before"
+            return None
+        for task in tasks:
+            done = self.pending.done.get(task.id)
+            if done is not None:
+                task.writes = list(done)
+                task.done = True
+        self.tasks = tasks
+        return tasks
+
+    def _should_interrupt(self, tasks: Sequence[Task], nodes: Sequence[str]) -> bool:
+        seen = self.checkpoint["versions_seen"].get(INTERRUPT_SEEN, {})
+        changed = any(
+            seen.get(ch) is None or str(v) > str(seen[ch])
+            for ch, v in self.checkpoint["channel_versions"].items()
+        )
+        return changed and any(t.name in nodes or "*" in nodes for t in tasks)
+
+    def context(self, task: Task) -> TaskContext:
+        parents = dict(self.parents)
+        parents[self.ns] = self.checkpoint["id"]
+        return TaskContext(
+            task=task,
+            resume=self.pending.resume.get(task.id, {}),
+            saver=self.saver,
+            thread_id=self.thread_id,
+            durability=self.durability,
+            parents=parents,
+        )
+
+    def task_writes(self, task: Task, ret: Any) -> list[tuple[str, Any]]:
+        """A node's return value (dict, Command or None) and its edges as writes."""
+        schema = self.program.schema
+        node = task.node
+        goto: list[Any] = []
+        if isinstance(ret, Command):
+            update = ret.update
+            goto = [ret.goto] if isinstance(ret.goto, (str, Send)) else list(ret.goto)
+        else:
+            update = ret
+        if node.subgraph is not None and isinstance(update, Mapping):
+            update = {k: v for k, v in update.items() if k in schema.hints}
+        writes = schema.read_update(task.name, update)
+        if node.writers or goto:
+            after = schema.node_input(state_after(self.program, self.channels, writes))
+            for writer in node.writers:
+                writes.extend(writer(after, ret))
+            writes.extend(goto_writes(goto))
+        return writes or [(NO_WRITES, None)]
+
+    def record(self, task: Task, writes: list[tuple[str, Any]]) -> None:
+        task.writes = writes
+        self.pending.add(task.id, writes)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error of the first failed task in path order (deterministic)."""
+        for t in self.tasks:
+            if t.id in self.errors:
+                return self.errors[t.id]
+        return None
+
+    def finish_step(self, interrupt_after: Sequence[str]) -> tuple[Any, ...] | None:
+        """After the tasks ran: stop on errors/interrupts, else the next checkpoint to put."""
+        failed = [t for t in self.tasks if any(ch == ERROR for ch, _ in t.writes)]
+        stopped = [t for t in self.tasks if any(ch == INTERRUPT for ch, _ in t.writes)]
+        if failed or stopped:
+            for t in stopped:
+                self.interrupts.extend(self.pending.interrupts.get(t.id, []))
+            if stopped:
+                self.interrupted_by = "node"
+            return None
+        updated = apply_writes(self.checkpoint, self.channels, self.tasks, self._next_version)
+        self.step += 1
+        put = self._next_checkpoint("loop", updated)
+        if interrupt_after and any(t.name in interrupt_after for t in self.tasks):
+            self.interrupted_by = "after"
+        return put
+
+    def updates(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for t in self.tasks:
+            if t.name == START:
+                continue
+            vals = {ch: v for ch, v in t.writes if ch in self.program.schema.hints}
+            out[t.name] = vals or None
+        return out
+
+    def output(self) -> dict[str, Any]:
+        values = read_state(self.program, self.channels)
+        if self.interrupts:
+            values["__interrupt__"] = list(self.interrupts)
+        return values
+
+
+def goto_writes(goto: Sequence[Any]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for target in goto:
+        if isinstance(target, Send):
+            out.append((TASKS, target))
+        elif target != END:
+            out.append((branch_channel(target), None))
+    return out
+
+
+# --- running one task ---------------------------------------------------------------
+
+
+def _failure_writes(run: Run, task: Task, exc: BaseException) -> list[tuple[str, Any]]:
+    if isinstance(exc, GraphInterrupt):
+        return [(INTERRUPT, encode_interrupts(exc.interrupts))]
+    return [(ERROR, encode_error(exc))]
+
+
+def _call_sync(run: Run, task: Task) -> list[tuple[str, Any]]:
+    ctx = run.context(task)
+    policy = task.node.retry
+    attempt = 0
+    while True:
+        attempt += 1
+        ctx.counter = 0
+        token = current_task.set(ctx)
+        try:
+            if task.node.is_async:
+                raise ConfigError(
+                    f"node {task.name!r} is async; run the graph with ainvoke()/astream()"
+                )
+            if task.node.subgraph is not None:
+                ret = task.node.subgraph.invoke(task.input)
+            else:
+                ret = task.node.func(task.input)
+            return run.task_writes(task, ret)
+        except GraphInterrupt:
+            raise
+        except Exception as exc:
+            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                raise
+            time.sleep(policy.wait(attempt))
+        finally:
+            current_task.reset(token)
+
+
+async def _call_async(run: Run, task: Task) -> list[tuple[str, Any]]:
+    ctx = run.context(task)
+    policy = task.node.retry
+    attempt = 0
+    while True:
+        attempt += 1
+        ctx.counter = 0
+        token = current_task.set(ctx)
+        try:
+            if task.node.subgraph is not None:
+                ret = await task.node.subgraph.ainvoke(task.input)
+            elif task.node.is_async:
+                ret = await task.node.func(task.input)
+            else:
+                # sync nodes run in a worker thread, with this task's context
+                cv = contextvars.copy_context()
+                ret = await asyncio.to_thread(cv.run, task.node.func, task.input)
+            return run.task_writes(task, ret)
+        except GraphInterrupt:
+            raise
+        except Exception as exc:
+            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                raise
+            await asyncio.sleep(policy.wait(attempt))
+        finally:
+            current_task.reset(token)
+
+
+def _task_path(task: Task) -> str:
+    return f"{task.path[0]}:{task.path[1]}"
+
+
+# --- the sync driver ------------------------------------------------------------------
+
+
+def run_sync(
+    run: Run, input: Any, modes: Sequence[str], resume_map: Mapping[str, list[Any]] | None = None
+) -> Iterator[tuple[str, Any]]:
+    """Run the loop on threads; yields ``(mode, chunk)`` for the requested stream modes."""
+    graph = run.graph
+    lane = SyncPersister(run.saver, run.durability)
+    saver = run.saver
+    pool: ThreadPoolExecutor | None = None
+    try:
+        if saver is not None:
+            saved = saver.get_tuple(run.user_config if run.requested_id else run.address())
+            latest_id = None
+            if run.requested_id is not None:
+                head = saver.get_tuple(run.address())
+                latest_id = head.checkpoint["id"] if head else None
+            run.load(saved, latest_id)
+        input_writes = run.prepare_input(input)
+        run.stop = run.step + 1 + run.recursion_limit
+        if input_writes is not None:
+            lane.put(*run.input_step(input_writes))
+        else:
+            run.mark_resuming()
+            resumes = (
+                run.resume_writes(input)
+                if isinstance(input, Command)
+                else run.forwarded_resume(resume_map or {})
+            )
+            for tid, resume in resumes:
+                lane.put_writes(run.saved_config or run.address(), [(RESUME, resume)], tid, "")
+        while True:
+            tasks = run.next_tasks(graph.interrupt_before)
+            if tasks is None:
+                break
+            todo = [t for t in tasks if not t.done]
+            config = run.saved_config or run.address()
+
+            def work(task: Task, config: dict[str, Any] = config) -> None:
+                try:
+                    writes = _call_sync(run, task)
+                except Exception as exc:
+                    writes = _failure_writes(run, task, exc)
+                    if not isinstance(exc, GraphInterrupt):
+                        run.errors[task.id] = exc
+                run.record(task, writes)
+                lane.put_writes(config, writes, task.id, _task_path(task))
+
+            if len(todo) == 1:
+                work(todo[0])
+            elif todo:
+                if pool is None:
+                    pool = ThreadPoolExecutor(thread_name_prefix="tether-task")
+                futures = [pool.submit(contextvars.copy_context().run, work, t) for t in todo]
+                for f in futures:
+                    f.result()
+            if "updates" in modes and not run.failure and (chunk := run.updates()):
+                yield ("updates", chunk)
+            put = run.finish_step(graph.interrupt_after)
+            if put is None:
+                break
+            lane.put(*put)
+            if "values" in modes:
+                yield ("values", read_state(run.program, run.channels))
+            if run.interrupted_by == "after":
+                break
+        if run.interrupted_by and "updates" in modes:
+            yield ("updates", {"__interrupt__": tuple(run.interrupts)})
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+        lane.close()
+    failure = run.failure
+    if failure is not None:
+        raise failure
+
+
+async def run_async(
+    run: Run, input: Any, modes: Sequence[str], resume_map: Mapping[str, list[Any]] | None = None
+) -> AsyncIterator[tuple[str, Any]]:
+    """Run the loop on asyncio; same steps as :func:`run_sync`."""
+    graph = run.graph
+    lane = AsyncPersister(run.saver, run.durability)
+    saver = run.saver
+    try:
+        if saver is not None:
+            saved = await saver.aget_tuple(run.user_config if run.requested_id else run.address())
+            latest_id = None
+            if run.requested_id is not None:
+                head = await saver.aget_tuple(run.address())
+                latest_id = head.checkpoint["id"] if head else None
+            run.load(saved, latest_id)
+        input_writes = run.prepare_input(input)
+        run.stop = run.step + 1 + run.recursion_limit
+        if input_writes is not None:
+            await lane.put(*run.input_step(input_writes))
+        else:
+            run.mark_resuming()
+            resumes = (
+                run.resume_writes(input)
+                if isinstance(input, Command)
+                else run.forwarded_resume(resume_map or {})
+            )
+            for tid, resume in resumes:
+                await lane.put_writes(
+                    run.saved_config or run.address(), [(RESUME, resume)], tid, ""
+                )
+        while True:
+            tasks = run.next_tasks(graph.interrupt_before)
+            if tasks is None:
+                break
+            todo = [t for t in tasks if not t.done]
+            config = run.saved_config or run.address()
+
+            async def work(task: Task, config: dict[str, Any] = config) -> None:
+                try:
+                    writes = await _call_async(run, task)
+                except Exception as exc:
+                    writes = _failure_writes(run, task, exc)
+                    if not isinstance(exc, GraphInterrupt):
+                        run.errors[task.id] = exc
+                run.record(task, writes)
+                await lane.put_writes(config, writes, task.id, _task_path(task))
+
+            if todo:
+                await asyncio.gather(*(work(t) for t in todo))
+            if "updates" in modes and not run.failure and (chunk := run.updates()):
+                yield ("updates", chunk)
+            put = run.finish_step(graph.interrupt_after)
+            if put is None:
+                break
+            await lane.put(*put)
+            if "values" in modes:
+                yield ("values", read_state(run.program, run.channels))
+            if run.interrupted_by == "after":
+                break
+        if run.interrupted_by and "updates" in modes:
+            yield ("updates", {"__interrupt__": tuple(run.interrupts)})
+    finally:
+        await lane.close()
+    failure = run.failure
+    if failure is not None:
+        raise failure

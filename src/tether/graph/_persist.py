@@ -1,0 +1,222 @@
+"""How a run's checkpoints and task writes reach the saver: the durability modes (S4).
+
+=========== ======================================================================
+``sync``     every ``put`` finishes before the next superstep starts; task writes
+             are stored by the task's thread as the task finishes (S4.1, S4.4).
+``async``    ``put`` and ``put_writes`` go to one background lane and are run
+             there strictly in submission order: each waits for the previous
+             one, so storage never sees step 2 before step 1, nor a task's
+             writes before the checkpoint they belong to (S4.2). The first
+             failure is kept, every later operation is skipped, and the run
+             raises it at the next step boundary or at exit: a failed
+             background write is never silent.
+``exit``     nothing is written while the graph runs; at exit (normal end,
+             error or interrupt) the last checkpoint is put once, with the id it
+             already has, followed by the pending writes of its open superstep,
+             so an interrupted or failed run can still be resumed (S4.3).
+=========== ======================================================================
+
+The sync lane is a one-thread executor (FIFO by construction); the async lane
+is a chain of asyncio tasks, each awaiting the previous one first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Literal, TypeAlias
+
+from tether.base import BaseCheckpointSaver
+from tether.checkpoint import ChannelVersions, Checkpoint, CheckpointMetadata, Config
+from tether.errors import ConfigError
+
+__all__ = ["AsyncPersister", "Durability", "SyncPersister", "check_durability"]
+
+Durability: TypeAlias = Literal["sync", "async", "exit"]
+
+
+def check_durability(value: str) -> Durability:
+    if value not in ("sync", "async", "exit"):
+        raise ConfigError(f"durability must be 'sync', 'async' or 'exit', got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+class _Base:
+    def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
+        self.saver = saver
+        self.durability = durability
+        self.error: BaseException | None = None
+        # exit mode: the latest checkpoint and the writes of its open step
+        self.held: tuple[Config, Checkpoint, CheckpointMetadata, ChannelVersions] | None = None
+        self.held_writes: list[tuple[Config, list[tuple[str, Any]], str, str]] = []
+        self._lock = threading.Lock()
+
+    def raise_failure(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def _hold(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        versions: ChannelVersions,
+    ) -> None:
+        # A new checkpoint replaces the held one; blobs of every channel that
+        # changed since the last stored checkpoint are kept in its new_versions.
+        if self.held is not None:
+            merged = {**self.held[3], **versions}
+            config = self.held[0]
+        else:
+            merged = dict(versions)
+        self.held = (config, checkpoint, metadata, merged)
+        self.held_writes = []
+
+
+class SyncPersister(_Base):
+    """The durability modes for a sync run."""
+
+    def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
+        super().__init__(saver, durability)
+        self._lane: ThreadPoolExecutor | None = None
+        self._last: Future[Any] | None = None
+
+    def _submit(self, fn: Callable[[], Any]) -> None:
+        if self._lane is None:
+            self._lane = ThreadPoolExecutor(1, thread_name_prefix="tether-put")
+
+        def run() -> None:
+            if self.error is not None:
+                return  # an earlier write failed: never store anything after it
+            try:
+                fn()
+            except BaseException as exc:
+                self.error = exc
+
+        self._last = self._lane.submit(run)
+
+    def put(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        versions: ChannelVersions,
+    ) -> None:
+        saver = self.saver
+        if saver is None:
+            return
+        if self.durability == "sync":
+            saver.put(config, checkpoint, metadata, versions)
+        elif self.durability == "async":
+            self.raise_failure()
+            self._submit(lambda: saver.put(config, checkpoint, metadata, versions))
+        else:
+            self._hold(config, checkpoint, metadata, versions)
+
+    def put_writes(
+        self, config: Config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> None:
+        saver = self.saver
+        if saver is None:
+            return
+        batch = list(writes)
+        if self.durability == "sync":
+            saver.put_writes(config, batch, task_id, task_path)
+        elif self.durability == "async":
+            with self._lock:  # tasks finish on several threads; submit one at a time
+                self._submit(lambda: saver.put_writes(config, batch, task_id, task_path))
+        else:
+            with self._lock:
+                self.held_writes.append((config, batch, task_id, task_path))
+
+    def close(self) -> None:
+        """Finish every write; raises the first failure."""
+        saver = self.saver
+        try:
+            if self._lane is not None:
+                self._lane.shutdown(wait=True)
+                self._lane = None
+            self.raise_failure()
+            if saver is not None and self.held is not None:
+                config, checkpoint, metadata, versions = self.held
+                self.held = None
+                saver.put(config, checkpoint, metadata, versions)
+            if saver is not None:
+                for wconfig, batch, tid, path in self.held_writes:
+                    saver.put_writes(wconfig, batch, tid, path)
+                self.held_writes = []
+        finally:
+            if self._lane is not None:
+                self._lane.shutdown(wait=False)
+
+
+class AsyncPersister(_Base):
+    """The durability modes for an async run (same rules, asyncio tasks as the lane)."""
+
+    def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
+        super().__init__(saver, durability)
+        self._last: asyncio.Task[None] | None = None
+
+    def _submit(self, make: Callable[[], Awaitable[Any]]) -> None:
+        previous = self._last
+
+        async def run() -> None:
+            if previous is not None:
+                await previous  # never raises: failures are kept in self.error
+            if self.error is not None:
+                return
+            try:
+                await make()
+            except BaseException as exc:
+                self.error = exc
+
+        self._last = asyncio.get_running_loop().create_task(run())
+
+    async def put(
+        self,
+        config: Config,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        versions: ChannelVersions,
+    ) -> None:
+        saver = self.saver
+        if saver is None:
+            return
+        if self.durability == "sync":
+            await saver.aput(config, checkpoint, metadata, versions)
+        elif self.durability == "async":
+            self.raise_failure()
+            self._submit(lambda: saver.aput(config, checkpoint, metadata, versions))
+        else:
+            self._hold(config, checkpoint, metadata, versions)
+
+    async def put_writes(
+        self, config: Config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> None:
+        saver = self.saver
+        if saver is None:
+            return
+        batch = list(writes)
+        if self.durability == "sync":
+            await saver.aput_writes(config, batch, task_id, task_path)
+        elif self.durability == "async":
+            self._submit(lambda: saver.aput_writes(config, batch, task_id, task_path))
+        else:
+            self.held_writes.append((config, batch, task_id, task_path))
+
+    async def close(self) -> None:
+        saver = self.saver
+        if self._last is not None:
+            await asyncio.shield(self._last)
+            self._last = None
+        self.raise_failure()
+        if saver is not None and self.held is not None:
+            config, checkpoint, metadata, versions = self.held
+            self.held = None
+            await saver.aput(config, checkpoint, metadata, versions)
+        if saver is not None:
+            for wconfig, batch, tid, path in self.held_writes:
+                await saver.aput_writes(wconfig, batch, tid, path)
+            self.held_writes = []

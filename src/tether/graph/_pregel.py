@@ -1,0 +1,426 @@
+"""``CompiledStateGraph``: run a graph, read its state, rewind and fork it.
+
+Running is in :mod:`tether.graph._loop`. This module adds what a caller does
+between runs, all expressed as checkpoints (S6):
+
+* ``get_state`` — the values of a checkpoint and the tasks its next superstep
+  would run (with their saved results, errors and interrupts);
+* ``get_state_history`` — the same for every checkpoint of the thread,
+  newest first (``filter``, ``before``, ``limit`` as the saver's ``list``);
+* ``update_state(config, values, as_node=...)`` — a new ``source="update"``
+  checkpoint on top of the addressed one, as if node ``as_node`` had
+  returned ``values`` (its edges fire); ``as_node="__copy__"`` puts a
+  ``source="fork"`` copy beside it instead. Either way the old checkpoints are
+  untouched, and invoking from the new one continues on a new branch.
+
+At compile time the saver is swapped for ``saver.with_allowlist(...)`` with
+the state schema's classes (and those of its subgraphs), so user types stored
+in the state round-trip under the strict serializer without configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from tether.base import BaseCheckpointSaver
+from tether.checkpoint import INTERRUPT, Address, CheckpointTuple, Config
+from tether.errors import CheckpointNotFound, ConfigError
+from tether.graph._algo import (
+    PendingState,
+    Program,
+    Task,
+    apply_writes,
+    create_checkpoint,
+    prepare_tasks,
+    read_state,
+    restore_channels,
+)
+from tether.graph._loop import Run, run_async, run_sync
+from tether.graph._persist import Durability, check_durability
+from tether.graph._state import as_dict, schema_types
+from tether.graph._types import (
+    START,
+    GraphInterrupt,
+    Send,
+    StateSnapshot,
+    TaskInfo,
+    current_task,
+)
+
+__all__ = ["CompiledStateGraph"]
+
+COPY = "__copy__"
+
+
+def _modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    for m in modes:
+        if m not in ("values", "updates"):
+            raise ConfigError(f"stream_mode must be 'values' or 'updates', got {m!r}")
+    return modes, isinstance(stream_mode, str)
+
+
+def _program_types(program: Program, out: list[type]) -> None:
+    out.extend(schema_types(program.schema))
+    for node in program.nodes.values():
+        if node.subgraph is not None:
+            _program_types(node.subgraph.program, out)
+
+
+class CompiledStateGraph:
+    """A runnable graph; made by :meth:`StateGraph.compile`."""
+
+    def __init__(
+        self,
+        program: Program,
+        checkpointer: BaseCheckpointSaver | None,
+        *,
+        interrupt_before: list[str],
+        interrupt_after: list[str],
+        name: str,
+    ) -> None:
+        self.program = program
+        self.interrupt_before = interrupt_before
+        self.interrupt_after = interrupt_after
+        self.name = name
+        if checkpointer is not None:
+            types: list[type] = [Send]
+            _program_types(program, types)
+            checkpointer = checkpointer.with_allowlist(
+                sorted({(t.__module__, t.__qualname__) for t in types})
+            )
+        self.checkpointer = checkpointer
+
+    # --- running -----------------------------------------------------------------
+
+    def _new_run(
+        self, config: Config | None, durability: str | None
+    ) -> tuple[Run, dict[str, list[Any]] | None]:
+        mode: Durability = check_durability(durability or "async")
+        conf = config or {}
+        ctx = current_task.get()
+        has_thread = Address.optional(conf) is not None
+        if ctx is not None and not has_thread:
+            # Called from inside a node (or run as a node): a subgraph of that task.
+            saver = self.checkpointer or ctx.saver
+            sub_conf: dict[str, Any] = dict(conf)
+            if ctx.thread_id is not None and saver is not None:
+                sub_conf["configurable"] = {
+                    "thread_id": ctx.thread_id,
+                    "checkpoint_ns": ctx.task.ns,
+                }
+            else:
+                saver = None
+            run = Run(
+                self,
+                sub_conf,
+                saver=saver,
+                durability=check_durability(durability or ctx.durability),
+                parents=ctx.parents,
+            )
+            return run, ctx.resume
+        return Run(self, conf, saver=self.checkpointer, durability=mode), None
+
+    def _subgraph_input(self, input: Any) -> Any:
+        """What a subgraph run as a node receives: the parent's state, narrowed to its keys."""
+        if input is None:
+            return None
+        return {k: v for k, v in as_dict(input).items() if k in self.program.schema.hints}
+
+    def stream(
+        self,
+        input: Any,
+        config: Config | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "values",
+        durability: str | None = None,
+    ) -> Iterator[Any]:
+        """Run the graph, yielding chunks of ``stream_mode`` (``"values"``, ``"updates"``).
+
+        With a list of modes, chunks are ``(mode, chunk)`` pairs.
+        """
+        modes, single = _modes(stream_mode)
+        run, resume = self._new_run(config, durability)
+        for mode, chunk in self._drive(run, input, modes, resume):
+            yield chunk if single else (mode, chunk)
+
+    def _drive(
+        self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
+    ) -> Iterator[tuple[str, Any]]:
+        if resume is not None:  # run as a subgraph of a task
+            if run.saver is not None and run.saver.get_tuple(run.address()) is not None:
+                input = None  # the same task again: continue the subgraph's own checkpoints
+            else:
+                input = self._subgraph_input(input)
+        yield from run_sync(run, input, modes, resume)
+        if resume is not None and run.interrupted_by:
+            raise GraphInterrupt(run.interrupts)
+
+    def invoke(
+        self, input: Any, config: Config | None = None, *, durability: str | None = None
+    ) -> dict[str, Any]:
+        """Run to the end (or to an interrupt); returns the state values.
+
+        When the run stopped on interrupts they are under ``"__interrupt__"``.
+
+        Args:
+            input: the input state, ``None`` to continue the thread, or
+                ``Command(resume=...)`` to answer pending interrupts.
+            config: ``{"configurable": {"thread_id": ...}}`` and optionally
+                ``checkpoint_id`` (run from that checkpoint: a new branch) and
+                ``recursion_limit`` (default 25 supersteps).
+            durability: ``"sync"``, ``"async"`` (default) or ``"exit"`` (S4).
+        """
+        run, resume = self._new_run(config, durability)
+        for _ in self._drive(run, input, [], resume):
+            pass
+        return run.output()
+
+    async def astream(
+        self,
+        input: Any,
+        config: Config | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "values",
+        durability: str | None = None,
+    ) -> AsyncIterator[Any]:
+        """Async :meth:`stream`: tasks run as asyncio tasks (sync nodes in threads)."""
+        modes, single = _modes(stream_mode)
+        run, resume = self._new_run(config, durability)
+        async for mode, chunk in self._adrive(run, input, modes, resume):
+            yield chunk if single else (mode, chunk)
+
+    async def _adrive(
+        self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
+    ) -> AsyncIterator[tuple[str, Any]]:
+        if resume is not None:
+            if run.saver is not None and await run.saver.aget_tuple(run.address()) is not None:
+                input = None
+            else:
+                input = self._subgraph_input(input)
+        async for item in run_async(run, input, modes, resume):
+            yield item
+        if resume is not None and run.interrupted_by:
+            raise GraphInterrupt(run.interrupts)
+
+    async def ainvoke(
+        self, input: Any, config: Config | None = None, *, durability: str | None = None
+    ) -> dict[str, Any]:
+        """Async :meth:`invoke`."""
+        run, resume = self._new_run(config, durability)
+        async for _ in self._adrive(run, input, [], resume):
+            pass
+        return run.output()
+
+    # --- reading state -------------------------------------------------------------
+
+    def _saver(self) -> BaseCheckpointSaver:
+        if self.checkpointer is None:
+            raise ConfigError("this graph has no checkpointer; compile(checkpointer=...) first")
+        return self.checkpointer
+
+    def _snapshot(
+        self, saved: CheckpointTuple, *, latest: bool = True
+    ) -> tuple[StateSnapshot, list[Task]]:
+        program = self.program
+        checkpoint = saved.checkpoint
+        channels = restore_channels(program, checkpoint)
+        pending = PendingState.read(saved.pending_writes or [])
+        addr = Address.from_config(saved.config)
+        step = int(saved.metadata.get("step", -1))
+        tasks = prepare_tasks(program, checkpoint, channels, step + 1, addr.checkpoint_ns)
+        infos = []
+        for t in tasks:
+            done = pending.done.get(t.id)
+            err = pending.errors.get(t.id) if done is None else None
+            its = tuple(pending.interrupts.get(t.id, [])) if done is None else ()
+            state = None
+            if t.node.subgraph is not None:
+                state = Address(addr.thread_id, t.ns).to_config()
+            infos.append(
+                TaskInfo(
+                    t.id,
+                    t.name,
+                    t.path,
+                    error=err["message"] if isinstance(err, Mapping) else err,
+                    interrupts=its,
+                    state=state,
+                    result={k: v for k, v in done if k in program.schema.hints}
+                    if done is not None
+                    else None,
+                )
+            )
+        interrupts = tuple(i for info in infos for i in info.interrupts)
+        snap = StateSnapshot(
+            values=read_state(program, channels),
+            # the latest checkpoint's next excludes tasks already done; history shows all
+            next=tuple(info.name for info in infos if info.result is None or not latest),
+            config=saved.config,
+            metadata=dict(saved.metadata),
+            created_at=checkpoint["ts"],
+            parent_config=saved.parent_config,
+            tasks=tuple(infos),
+            interrupts=interrupts,
+        )
+        return snap, tasks
+
+    @staticmethod
+    def _empty(config: Config) -> StateSnapshot:
+        return StateSnapshot({}, (), dict(config), None, None, None, ())
+
+    def get_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
+        """The state at the checkpoint ``config`` names (the latest when it names none).
+
+        With ``subgraphs=True`` a task that runs a subgraph carries that
+        subgraph's own snapshot in ``task.state``.
+        """
+        saver = self._saver()
+        saved = saver.get_tuple(config)
+        if saved is None:
+            return self._empty(config)
+        snap, tasks = self._snapshot(saved)
+        if subgraphs:
+            infos = list(snap.tasks)
+            for i, (info, task) in enumerate(zip(infos, tasks, strict=True)):
+                sub = task.node.subgraph
+                if sub is not None and isinstance(info.state, dict):
+                    inner = sub._with_saver(saver).get_state(info.state, subgraphs=True)
+                    if inner.metadata is not None:
+                        infos[i] = info._replace(state=inner)
+            snap = snap._replace(tasks=tuple(infos))
+        return snap
+
+    async def aget_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
+        """Async :meth:`get_state`."""
+        saver = self._saver()
+        saved = await saver.aget_tuple(config)
+        if saved is None:
+            return self._empty(config)
+        snap, tasks = self._snapshot(saved)
+        if subgraphs:
+            infos = list(snap.tasks)
+            for i, (info, task) in enumerate(zip(infos, tasks, strict=True)):
+                sub = task.node.subgraph
+                if sub is not None and isinstance(info.state, dict):
+                    inner = await sub._with_saver(saver).aget_state(info.state, subgraphs=True)
+                    if inner.metadata is not None:
+                        infos[i] = info._replace(state=inner)
+            snap = snap._replace(tasks=tuple(infos))
+        return snap
+
+    def _with_saver(self, saver: BaseCheckpointSaver) -> CompiledStateGraph:
+        if self.checkpointer is not None:
+            return self
+        clone = CompiledStateGraph.__new__(CompiledStateGraph)
+        clone.__dict__.update(self.__dict__)
+        clone.checkpointer = saver
+        return clone
+
+    def get_state_history(
+        self,
+        config: Config,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> Iterator[StateSnapshot]:
+        """Every checkpoint of the thread (namespace), newest first."""
+        for saved in self._saver().list(config, filter=filter, before=before, limit=limit):
+            yield self._snapshot(saved, latest=False)[0]
+
+    async def aget_state_history(
+        self,
+        config: Config,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async :meth:`get_state_history`."""
+        async for saved in self._saver().alist(config, filter=filter, before=before, limit=limit):
+            yield self._snapshot(saved, latest=False)[0]
+
+    # --- changing state --------------------------------------------------------------
+
+    def _update_plan(
+        self, config: Config, saved: CheckpointTuple | None, values: Any, as_node: str | None
+    ) -> tuple[Any, ...]:
+        """The ``(parent config, checkpoint, metadata, new_versions)`` update_state puts."""
+        addr = Address.from_config(config)
+        if as_node == COPY:
+            if saved is None:
+                raise CheckpointNotFound(
+                    f"thread {addr.thread_id!r} has no checkpoint to copy; "
+                    "pass the config of an existing one"
+                )
+            step = int(saved.metadata.get("step", -1))
+            channels = restore_channels(self.program, saved.checkpoint)
+            copy = create_checkpoint(
+                saved.checkpoint, channels, step, saved.checkpoint.get("updated_channels")
+            )
+            copy["channel_values"] = {}
+            parent = saved.parent_config or Address(addr.thread_id, addr.checkpoint_ns).to_config()
+            metadata = {
+                "source": "fork",
+                "step": step + 1,
+                "parents": dict(saved.metadata.get("parents", {})),
+            }
+            return (parent, copy, metadata, {})
+        run = Run(
+            self,
+            Address(addr.thread_id, addr.checkpoint_ns).to_config(),
+            saver=self.checkpointer,
+            durability="sync",
+        )
+        run.load(saved, None)
+        if as_node is None:
+            as_node = _last_node(saved)
+        node = self.program.nodes.get(as_node)
+        if node is None:
+            raise ConfigError(
+                f"update_state: no node {as_node!r}; nodes: {', '.join(self.program.nodes)}"
+            )
+        task = Task("update", as_node, ("update", 0), None, [], node, addr.checkpoint_ns)
+        task.writes = run.task_writes(task, values)
+        updated = apply_writes(run.checkpoint, run.channels, [task], run._next_version)
+        run.step += 1
+        parents = dict(saved.metadata.get("parents", {})) if saved else {}
+        run.parents = parents
+        return run._next_checkpoint("update", updated)
+
+    def update_state(
+        self, config: Config, values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Put a new checkpoint as if ``as_node`` had returned ``values``; returns its config.
+
+        ``as_node="__copy__"`` puts an unchanged ``source="fork"`` copy instead.
+        Without ``as_node`` the node that ran last is assumed.
+        """
+        saver = self._saver()
+        saved = saver.get_tuple(config)
+        return saver.put(*self._update_plan(config, saved, values, as_node))
+
+    async def aupdate_state(
+        self, config: Config, values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Async :meth:`update_state`."""
+        saver = self._saver()
+        saved = await saver.aget_tuple(config)
+        return await saver.aput(*self._update_plan(config, saved, values, as_node))
+
+
+def _last_node(saved: CheckpointTuple | None) -> str:
+    """The node whose trigger was seen at the highest version (the one that ran last)."""
+    if saved is None:
+        return START
+    best: tuple[str, str] | None = None
+    for node, seen in saved.checkpoint["versions_seen"].items():
+        if node == INTERRUPT or not seen:
+            continue
+        top = max(str(v) for v in seen.values())
+        if best is None or top > best[0]:
+            best = (top, node)
+    if best is None:
+        return START
+    return best[1]
