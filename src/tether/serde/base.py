@@ -60,8 +60,9 @@ def as_typed(serde: SerializerProtocol | UntypedSerializerProtocol) -> Serialize
     """Return ``serde`` if it is typed, else wrap it in :class:`SerializerCompat`."""
     if isinstance(serde, SerializerProtocol):
         return serde
-    if isinstance(serde, UntypedSerializerProtocol):
-        return SerializerCompat(serde)
+    candidate: object = serde  # a caller may pass anything; check it at run time
+    if isinstance(candidate, UntypedSerializerProtocol):
+        return SerializerCompat(candidate)
     from tether.errors import ConfigError
 
     raise ConfigError(
