@@ -357,7 +357,7 @@ class _AsyncPostgresCore:
         key = f"tether.migrate:{self._sql.schema}"
         try:
             async with self._session() as conn:
-                await conn.execute(_schema.LOCK, (key,))
+                await self._async_lock_migrations(conn, key)
                 try:
                     await self._async_migrate(conn)
                 finally:
@@ -370,6 +370,21 @@ class _AsyncPostgresCore:
                 f"setup of schema {self._sql.schema!r} failed ({type(exc).__name__}: {exc}); "
                 "the store is at its previous version"
             ) from exc
+
+    async def _async_lock_migrations(self, conn: AsyncConnection[Any], key: str) -> None:
+        """Take the schema's migration lock, polling with ``pg_try_advisory_lock``.
+
+        Never a blocking ``pg_advisory_lock``: a session waiting in that statement
+        keeps a snapshot open, ``CREATE INDEX CONCURRENTLY`` in the holder waits
+        for every older snapshot, and the two deadlock (the holder is cancelled).
+        A try-lock statement ends at once, so a waiting process never holds one.
+        """
+        while True:
+            cur = await conn.execute(_schema.TRY_LOCK, (key,))
+            row = await cur.fetchone()
+            if row is not None and row[0]:
+                return
+            await asyncio.sleep(_LEASE_POLL)
 
     async def _async_migrate(self, conn: AsyncConnection[Any]) -> None:
         schema = f'"{self._sql.schema}"'

@@ -132,5 +132,5 @@ INVALID_INDEX = """SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexre
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND NOT i.indisvalid"""
 DROP_INDEX = "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{index}"
-LOCK = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
+TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"

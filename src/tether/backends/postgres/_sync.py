@@ -354,7 +354,7 @@ class _PostgresCore:
         key = f"tether.migrate:{self._sql.schema}"
         try:
             with self._session() as conn:
-                conn.execute(_schema.LOCK, (key,))
+                self._sync_lock_migrations(conn, key)
                 try:
                     self._sync_migrate(conn)
                 finally:
@@ -367,6 +367,21 @@ class _PostgresCore:
                 f"setup of schema {self._sql.schema!r} failed ({type(exc).__name__}: {exc}); "
                 "the store is at its previous version"
             ) from exc
+
+    def _sync_lock_migrations(self, conn: Connection[Any], key: str) -> None:
+        """Take the schema's migration lock, polling with ``pg_try_advisory_lock``.
+
+        Never a blocking ``pg_advisory_lock``: a session waiting in that statement
+        keeps a snapshot open, ``CREATE INDEX CONCURRENTLY`` in the holder waits
+        for every older snapshot, and the two deadlock (the holder is cancelled).
+        A try-lock statement ends at once, so a waiting process never holds one.
+        """
+        while True:
+            cur = conn.execute(_schema.TRY_LOCK, (key,))
+            row = cur.fetchone()
+            if row is not None and row[0]:
+                return
+            time.sleep(_LEASE_POLL)
 
     def _sync_migrate(self, conn: Connection[Any]) -> None:
         schema = f'"{self._sql.schema}"'

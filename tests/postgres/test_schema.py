@@ -1,0 +1,181 @@
+"""setup() and migrations: concurrent processes, out-of-transaction index builds, versions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tether import PostgresSaver, SchemaVersionError, make_config
+from tether.backends.postgres import _schema
+
+from .conftest import PlainSerializer, fresh_schema
+from .helpers import call, chain
+
+pytestmark = pytest.mark.postgres
+
+CHILD = str(Path(__file__).with_name("pg_child.py"))
+TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "tether_migrations")
+INDEXES = {
+    "checkpoints_pkey",
+    "checkpoint_blobs_pkey",
+    "checkpoint_writes_pkey",
+    "checkpoints_thread_id_idx",
+    "checkpoints_id_idx",
+    "checkpoints_run_id_idx",
+    "tether_migrations_pkey",
+}
+
+
+def spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, CHILD, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def reap(children: list[subprocess.Popen[str]]) -> None:
+    """Kill what still runs and close every pipe (no ResourceWarning, no orphan)."""
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+
+
+def indexes(admin: psycopg.Connection[Any], schema: str) -> dict[str, bool]:
+    rows = admin.execute(
+        "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s",
+        (schema,),
+    ).fetchall()
+    return {name: valid for name, valid in rows}
+
+
+def versions(admin: psycopg.Connection[Any], schema: str) -> list[int]:
+    rows = admin.execute(f'SELECT v FROM "{schema}".tether_migrations ORDER BY v').fetchall()
+    return [r[0] for r in rows]
+
+
+def test_eight_processes_set_up_one_fresh_schema_at_once(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    schema = fresh_schema()
+    children = [spawn("setup", pg_dsn, schema) for _ in range(8)]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+        for child in children:  # release all of them as close together as possible
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        results = [child.communicate(timeout=120) for child in children]
+    finally:
+        reap(children)
+    for child, (out, err) in zip(children, results, strict=True):
+        assert child.returncode == 0, err
+        assert out.strip() == "done"
+    assert versions(admin, schema) == list(range(1, _schema.SCHEMA_VERSION + 1))
+    assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
+    # and the store works
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as saver:
+        saver.setup()
+        assert saver.get_tuple(make_config("t")) is None
+
+
+def test_concurrent_index_builds_run_outside_a_transaction(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    """The saver's connection is not in autocommit: setup still builds the indexes CONCURRENTLY."""
+    schema = fresh_schema()
+    with psycopg.connect(pg_dsn) as conn:  # autocommit off: every statement opens a transaction
+        assert not conn.autocommit
+        PostgresSaver(conn, schema=schema).setup()
+        assert not conn.autocommit  # given back as it came
+    assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
+    assert all(_schema.MIGRATIONS[v - 1].name for v in versions(admin, schema))
+    assert any(m.concurrent for m in _schema.MIGRATIONS)
+    for m in _schema.MIGRATIONS:
+        if m.concurrent:
+            assert all("CONCURRENTLY" in s for s in m.statements)
+
+
+def test_an_invalid_index_left_by_an_interrupted_build_is_rebuilt(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    schema = fresh_schema()
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+    # Simulate a CREATE INDEX CONCURRENTLY that died half way: the index exists, INVALID,
+    # and its migration was not recorded.
+    last = _schema.SCHEMA_VERSION
+    name = _schema.MIGRATIONS[last - 1].index
+    assert name is not None
+    admin.execute(f'DELETE FROM "{schema}".tether_migrations WHERE v = %s', (last,))
+    admin.execute(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
+        (f'"{schema}".{name}',),
+    )
+    assert indexes(admin, schema)[name] is False
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+    assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
+    assert versions(admin, schema)[-1] == last
+
+
+def _snapshot(admin: psycopg.Connection[Any], schema: str) -> list[Any]:
+    out: list[Any] = []
+    for table in TABLES:
+        out.append(admin.execute(f'SELECT * FROM "{schema}".{table} ORDER BY 1, 2').fetchall())
+    out.append(sorted(indexes(admin, schema).items()))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_newer_schema_is_refused_and_left_untouched(
+    mode: str, pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    schema = fresh_schema()
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as saver:
+        saver.setup()
+        await chain("sync", saver, "t", 2)
+    newer = _schema.SCHEMA_VERSION + 1
+    admin.execute(
+        f"INSERT INTO \"{schema}\".tether_migrations (v, name) VALUES (%s, 'from the future')",
+        (newer,),
+    )
+    # A migration this tether does not know dropped an index; nothing may recreate it.
+    admin.execute(f'DROP INDEX "{schema}".checkpoints_id_idx')
+    before = _snapshot(admin, schema)
+    saver = PostgresSaver.from_conn_string(pg_dsn, schema=schema)
+    async with saver:
+        with pytest.raises(SchemaVersionError, match=f"version {newer}") as info:
+            await call(mode, saver, "setup")
+    assert info.value.found == newer
+    assert info.value.supported == _schema.SCHEMA_VERSION
+    assert "upgrade tether" in str(info.value)
+    assert _snapshot(admin, schema) == before
+
+
+async def test_setup_is_idempotent_and_schemas_are_independent(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    a, b = fresh_schema(), fresh_schema()
+    with PostgresSaver.from_conn_string(pg_dsn, schema=a, serde=PlainSerializer()) as sa:
+        sa.setup()
+        sa.setup()
+        with PostgresSaver.from_conn_string(pg_dsn, schema=b, serde=PlainSerializer()) as sb:
+            sb.setup()
+            chain_a = await chain("sync", sa, "t", 2)
+            assert sb.get_tuple(make_config("t")) is None
+            latest = sa.get_tuple(make_config("t"))
+            assert latest is not None
+            assert latest.config == chain_a[-1]
+    assert versions(admin, a) == versions(admin, b)
