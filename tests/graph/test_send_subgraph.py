@@ -143,7 +143,7 @@ def test_subgraph_keeps_its_own_checkpoints_under_its_namespace() -> None:
     assert sub
     namespaces = {c.config["configurable"]["checkpoint_ns"] for c in sub}
     [ns] = namespaces
-    [(node, task_id)] = ns_split(ns)
+    [(node, _task_id)] = ns_split(ns)
     assert node == "sub"
     assert [c.metadata["step"] for c in sub] == [2, 1, 0, -1]
     # parents link every subgraph checkpoint to the parent checkpoint that ran it
