@@ -286,3 +286,18 @@ def test_stream_updates_reports_the_interrupt() -> None:
 def test_interrupt_outside_a_node() -> None:
     with pytest.raises(RuntimeError, match="outside a graph node"):
         interrupt("x")
+
+
+def test_exit_mode_interrupt_is_stored_at_exit_and_resumes() -> None:
+    runs: Counter[str] = Counter()
+    saver = tether.InMemorySaver()
+    app = approval_graph(runs).compile(checkpointer=saver)
+    out = app.invoke({"items": []}, cfg(), durability="exit")
+    assert out["__interrupt__"][0].value == {"question": "ship it?"}
+    history = list(saver.list(cfg()))
+    assert len(history) == 1  # the one put at exit
+    assert [ch for _, ch, _ in history[0].pending_writes or []] == [INTERRUPT]
+    out = app.invoke(Command(resume="late"), cfg(), durability="exit")
+    assert out == {"items": ["draft", "approved:late"]}
+    assert runs == {"draft": 1, "approve": 2}
+    assert len(list(saver.list(cfg()))) == 2

@@ -266,3 +266,13 @@ def test_subgraph_state_types_are_allowlisted_by_the_parent() -> None:
         if c.config["configurable"]["checkpoint_ns"]
     ]
     assert subs[0].checkpoint["channel_values"]["items"] == [Item("pen", Color.BLUE)]
+
+
+def test_rerun_from_before_a_subgraph_runs_the_subgraph_again() -> None:
+    runs: Counter[str] = Counter()
+    app = outer_graph(runs)
+    app.invoke({"items": []}, cfg())
+    [before_sub] = [s for s in app.get_state_history(cfg()) if s.next == ("sub",)]
+    out = app.invoke(None, before_sub.config)
+    assert out["items"] == ["before", "before", "inner1", "inner2:none", "after"]
+    assert runs == {"before": 1, "inner1": 2, "inner2": 2, "after": 2}

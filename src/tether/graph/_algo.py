@@ -378,6 +378,7 @@ class TaskContext:
     thread_id: str | None
     durability: str
     parents: dict[str, str]  # namespace -> checkpoint id of every enclosing graph
+    replaying: bool = False  # the parent re-runs a past step: subgraphs start afresh
     counter: int = 0
 
     def next_resume(self, value: Any) -> Any:

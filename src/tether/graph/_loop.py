@@ -126,6 +126,9 @@ class Run:
         self.interrupts: list[Interrupt] = []
         self.errors: dict[str, BaseException] = {}  # task id -> what it raised
         self.interrupted_by: str | None = None  # "before" / "after" / "node"
+        self.replaying = False
+        self.as_subgraph = False  # run by a task of a parent graph
+        self.fresh = False  # as a subgraph: start empty even if the namespace has checkpoints
 
     # --- loading and input -----------------------------------------------------
 
@@ -152,6 +155,10 @@ class Run:
         self.step = int(saved.metadata.get("step", -2))
         if latest_id is None or latest_id == saved.checkpoint["id"]:
             self.pending = PendingState.read(saved.pending_writes or [])
+        else:
+            # Re-running a past checkpoint: a new branch, so its saved task results
+            # are not replayed and subgraphs run again instead of continuing.
+            self.replaying = True
 
     def is_new_input(self, input: Any) -> bool:
         return input is not None and not isinstance(input, Command)
@@ -313,6 +320,7 @@ class Run:
             thread_id=self.thread_id,
             durability=self.durability,
             parents=parents,
+            replaying=self.replaying,
         )
 
     def task_writes(self, task: Task, ret: Any) -> list[tuple[str, Any]]:
@@ -471,7 +479,7 @@ def run_sync(
     saver = run.saver
     pool: ThreadPoolExecutor | None = None
     try:
-        if saver is not None:
+        if saver is not None and not run.fresh:
             saved = saver.get_tuple(run.user_config if run.requested_id else run.address())
             latest_id = None
             if run.requested_id is not None:
@@ -545,7 +553,7 @@ async def run_async(
     lane = AsyncPersister(run.saver, run.durability)
     saver = run.saver
     try:
-        if saver is not None:
+        if saver is not None and not run.fresh:
             saved = await saver.aget_tuple(run.user_config if run.requested_id else run.address())
             latest_id = None
             if run.requested_id is not None:

@@ -119,6 +119,9 @@ class CompiledStateGraph:
                 durability=check_durability(durability or ctx.durability),
                 parents=ctx.parents,
             )
+            run.as_subgraph = True
+            # a past step re-run: the subgraph starts again instead of continuing
+            run.fresh = ctx.replaying
             return run, ctx.resume
         return Run(self, conf, saver=self.checkpointer, durability=mode), None
 
@@ -148,13 +151,17 @@ class CompiledStateGraph:
     def _drive(
         self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
     ) -> Iterator[tuple[str, Any]]:
-        if resume is not None:  # run as a subgraph of a task
-            if run.saver is not None and run.saver.get_tuple(run.address()) is not None:
+        if run.as_subgraph:
+            if (
+                not run.fresh
+                and run.saver is not None
+                and run.saver.get_tuple(run.address()) is not None
+            ):
                 input = None  # the same task again: continue the subgraph's own checkpoints
             else:
                 input = self._subgraph_input(input)
         yield from run_sync(run, input, modes, resume)
-        if resume is not None and run.interrupted_by:
+        if run.as_subgraph and run.interrupted_by:
             raise GraphInterrupt(run.interrupts)
 
     def invoke(
@@ -194,14 +201,18 @@ class CompiledStateGraph:
     async def _adrive(
         self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
     ) -> AsyncIterator[tuple[str, Any]]:
-        if resume is not None:
-            if run.saver is not None and await run.saver.aget_tuple(run.address()) is not None:
+        if run.as_subgraph:
+            if (
+                not run.fresh
+                and run.saver is not None
+                and await run.saver.aget_tuple(run.address()) is not None
+            ):
                 input = None
             else:
                 input = self._subgraph_input(input)
         async for item in run_async(run, input, modes, resume):
             yield item
-        if resume is not None and run.interrupted_by:
+        if run.as_subgraph and run.interrupted_by:
             raise GraphInterrupt(run.interrupts)
 
     async def ainvoke(
