@@ -1,0 +1,386 @@
+"""Opening tether stores named on the command line, and the read-only queries the CLI needs.
+
+A store is named by a file path or ``sqlite:///path`` (:class:`tether.SqliteSaver`)
+or by ``postgresql://...`` with an optional ``?schema=`` (:class:`tether.PostgresSaver`),
+as :func:`tether.importer.parse_store_url` reads them.
+
+The saver does the operations (``list``, ``get_tuple``, ``prune``, ...). A
+few questions a saver does not answer -- which threads exist, how many rows
+and bytes a store holds -- are asked here with plain SQL over a separate
+connection, read-only, so they cost no decoding of stored values. Nothing in
+this module imports click: it is the library side of the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.base import BaseCheckpointSaver
+from tether.errors import ConfigError, StorageError, TetherError
+from tether.importer import StoreURL, parse_store_url, source_serializer
+
+__all__ = ["Store", "TableStats", "ThreadInfo", "open_store", "opened", "same_store"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """One thread as ``tether threads`` shows it."""
+
+    thread_id: str
+    checkpoints: int
+    namespaces: int
+    latest_id: str
+    latest_step: Any
+    latest_ts: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "checkpoints": self.checkpoints,
+            "namespaces": self.namespaces,
+            "latest_checkpoint_id": self.latest_id,
+            "latest_step": self.latest_step,
+            "latest_ts": self.latest_ts,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TableStats:
+    """Rows and bytes of one table (``bytes`` is ``None`` where the engine cannot tell)."""
+
+    table: str
+    rows: int
+    bytes: int | None
+
+
+class Store:
+    """A tether saver with the inspection queries of its backend."""
+
+    url: StoreURL
+    saver: BaseCheckpointSaver
+
+    def threads(self) -> list[ThreadInfo]:
+        """Every thread, sorted by id."""
+        raise NotImplementedError
+
+    def thread(self, thread_id: str) -> ThreadInfo | None:
+        """One thread, or ``None`` when the store has no checkpoint of it."""
+        for info in self.threads_named([thread_id]):
+            return info
+        return None
+
+    def threads_named(self, thread_ids: Collection[str]) -> list[ThreadInfo]:
+        want = set(thread_ids)
+        return [t for t in self.threads() if t.thread_id in want]
+
+    def stats(self) -> tuple[list[TableStats], int | None]:
+        """Per-table rows and bytes, and the store's total bytes."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- SQLite ---------------------------------------------------------------------------
+
+_SQLITE_THREADS = """
+SELECT thread_id, n, nss, checkpoint_id, type, checkpoint, metadata FROM (
+    SELECT thread_id, checkpoint_id, type, checkpoint, metadata,
+           count(*) OVER (PARTITION BY thread_id) AS n,
+           row_number() OVER (
+               PARTITION BY thread_id ORDER BY checkpoint_ns = '' DESC, checkpoint_id DESC
+           ) AS rn
+    FROM checkpoints
+) AS c
+JOIN (
+    SELECT thread_id AS t, count(DISTINCT checkpoint_ns) AS nss FROM checkpoints GROUP BY thread_id
+) AS s ON s.t = c.thread_id
+WHERE rn = 1
+ORDER BY thread_id
+"""
+
+_SQLITE_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def _looks_official_sqlite(path: Path) -> bool:
+    try:
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return {"checkpoints", "writes"} <= names and "checkpoint_blobs" not in names
+
+
+class _SqliteStore(Store):
+    def __init__(self, url: StoreURL, saver: Any) -> None:
+        from tether.backends.sqlite._conn import translate_errors
+
+        self.url = url
+        self.saver = saver
+        self._close_saver = saver.close
+        self._translate = translate_errors
+        self.where = saver.path
+        with translate_errors(self.where):
+            self._conn = sqlite3.connect(
+                Path(self.where).as_uri() + "?mode=ro", uri=True, check_same_thread=False
+            )
+
+    def threads(self) -> list[ThreadInfo]:
+        out = []
+        with self._translate(self.where):
+            rows = self._conn.execute(_SQLITE_THREADS).fetchall()
+        for tid, n, nss, cid, tag, head, meta in rows:
+            ts: str | None = None
+            try:
+                decoded = self.saver.serde.loads_typed((tag, head))
+                ts = decoded.get("ts") if isinstance(decoded, dict) else None
+            except TetherError:  # a listing shows what it can
+                ts = None
+            step = json.loads(meta).get("step") if meta else None
+            out.append(ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts))
+        return out
+
+    def stats(self) -> tuple[list[TableStats], int | None]:
+        tables = []
+        with self._translate(self.where):
+            sizes: dict[str, int] = {}
+            with contextlib.suppress(sqlite3.Error):  # dbstat is an optional SQLite module
+                sizes = {
+                    str(name): int(size)
+                    for name, size in self._conn.execute(
+                        "SELECT name, sum(pgsize) FROM dbstat GROUP BY name"
+                    )
+                }
+            for table in _SQLITE_TABLES:
+                (rows,) = self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
+                tables.append(TableStats(table, int(rows), sizes.get(table)))
+            pages = int(self._conn.execute("PRAGMA page_count").fetchone()[0])
+            size = int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+        total = pages * size
+        wal = Path(self.where + "-wal")
+        if wal.exists():
+            total += wal.stat().st_size
+        return tables, total
+
+    def close(self) -> None:
+        self._conn.close()
+        self._close_saver()
+
+
+def _open_sqlite(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]]) -> Store:
+    from tether.backends.sqlite import SqliteSaver
+
+    path = Path(url.location).expanduser()
+    if not create and not path.is_file():
+        raise ConfigError(
+            f"no tether store at {path}: no such file (check the path; `tether import` "
+            "creates a store)"
+        )
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; name a database file")
+    try:
+        saver = SqliteSaver(os.fspath(path), serde=source_serializer(allowlist))
+    except StorageError as exc:
+        if _looks_official_sqlite(path):
+            raise ConfigError(
+                f"{path} is a LangGraph SqliteSaver store, not a tether one; import its "
+                f"threads first: tether import {url} NEW.db"
+            ) from exc
+        raise
+    try:
+        return _SqliteStore(url, saver)
+    except BaseException:
+        saver.close()
+        raise
+
+
+# --- Postgres -------------------------------------------------------------------------
+
+_PG_THREADS = """
+SELECT t.thread_id, t.n, t.nss, l.checkpoint_id, l.step, l.ts
+FROM (
+    SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss
+    FROM {s}.checkpoints GROUP BY thread_id
+) AS t
+CROSS JOIN LATERAL (
+    SELECT c.checkpoint_id, c.metadata -> 'step' AS step, c.checkpoint ->> 'ts' AS ts
+    FROM {s}.checkpoints c WHERE c.thread_id = t.thread_id
+    ORDER BY (c.checkpoint_ns = '') DESC, c.checkpoint_id DESC LIMIT 1
+) AS l
+ORDER BY t.thread_id
+"""
+
+
+class _PostgresStore(Store):
+    def __init__(self, url: StoreURL, saver: Any, conn: Any) -> None:
+        self.url = url
+        self.saver = saver
+        self._close_saver = saver.close
+        self._conn = conn
+        self.schema = url.schema
+
+    def _rows(self, what: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        from tether.backends.postgres._errors import translate
+
+        try:
+            with self._conn.cursor() as cur:
+                cur.execute(query, params)
+                return list(cur.fetchall())
+        except psycopg.Error as exc:
+            raise translate(exc, f"{what} in {self.url}") from exc
+
+    def threads(self) -> list[ThreadInfo]:
+        rows = self._rows("listing threads", _PG_THREADS.format(s=self.schema))
+        return [
+            ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts)
+            for tid, n, nss, cid, step, ts in rows
+        ]
+
+    def stats(self) -> tuple[list[TableStats], int | None]:
+        tables = []
+        total = 0
+        for table in _SQLITE_TABLES:
+            name = f"{self.schema}.{table}"
+            ((rows, size),) = self._rows(
+                "counting rows",
+                f"SELECT (SELECT count(*) FROM {name}), pg_total_relation_size(%s)",  # noqa: S608
+                (name,),
+            )
+            tables.append(TableStats(table, int(rows), int(size)))
+            total += int(size)
+        return tables, total
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            self._close_saver()
+
+
+def _pg_has(conn: Any, schema: str, table: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.{table}",)).fetchone()
+    return bool(row and row[0])
+
+
+def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]]) -> Store:
+    try:
+        import psycopg
+
+        from tether.backends.postgres import PostgresSaver
+        from tether.backends.postgres._errors import translate
+        from tether.backends.postgres._sql import check_schema_name
+    except ImportError as exc:
+        raise ConfigError(
+            f"{url} needs the Postgres driver: pip install 'tether[postgres]' ({exc})"
+        ) from exc
+    schema = check_schema_name(url.schema)
+    try:
+        # A connection of its own, opened first: a wrong URL fails here at once,
+        # not after the pool's wait for a connection.
+        conn = psycopg.connect(url.location, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise translate(exc, f"connecting to {url}") from exc
+    try:
+        try:
+            official = _pg_has(conn, schema, "checkpoint_migrations")
+            ours = _pg_has(conn, schema, "tether_migrations")
+        except psycopg.Error as exc:
+            raise translate(exc, f"reading {url}") from exc
+        if official and not ours:
+            hint = "?schema=tether" if "?" not in url.original else "&schema=tether"
+            if create:
+                raise ConfigError(
+                    f"schema {schema!r} of {url} holds LangGraph's PostgresSaver tables, whose "
+                    f"names tether's tables share; put the tether store in another schema "
+                    f"(add {hint} to the URL)"
+                )
+            raise ConfigError(
+                f"schema {schema!r} of {url} holds LangGraph's PostgresSaver tables, not a "
+                f"tether store; import them first: tether import {url} '{url}{hint}'"
+            )
+        if not ours and not create:
+            raise ConfigError(
+                f"no tether store in schema {schema!r} of {url} (no tether_migrations table); "
+                "check the URL and ?schema=, or create one with `tether import`"
+            )
+        saver = PostgresSaver.from_conn_string(
+            url.location,
+            schema=schema,
+            pool_size=2,
+            serde=source_serializer(allowlist),
+        )
+        try:
+            saver.setup()
+        except BaseException:
+            saver.close()
+            raise
+    except BaseException:
+        conn.close()
+        raise
+    return _PostgresStore(url, saver, conn)
+
+
+# --- entry point ----------------------------------------------------------------------
+
+
+def open_store(
+    name: str, *, create: bool = False, allowlist: Collection[tuple[str, ...]] = ()
+) -> Store:
+    """Open the tether store ``name`` (a path or URL).
+
+    Args:
+        name: as :func:`tether.importer.parse_store_url` reads it.
+        create: create a missing store (import targets); otherwise a missing
+            store is a :class:`~tether.errors.ConfigError`.
+        allowlist: extra ``(module, name)`` types stored values may have, on
+            top of LangGraph's own.
+    """
+    url = parse_store_url(name)
+    if url.kind == "postgres":
+        return _open_postgres(url, create=create, allowlist=allowlist)
+    return _open_sqlite(url, create=create, allowlist=allowlist)
+
+
+def same_store(a: StoreURL, b: StoreURL) -> bool:
+    """Whether two names point at the same store (same file, or same database and schema)."""
+    if a.kind != b.kind:
+        return False
+    if a.kind == "sqlite":
+        pa, pb = Path(a.location).expanduser(), Path(b.location).expanduser()
+        with contextlib.suppress(OSError):
+            if pa.exists() and pb.exists():
+                return pa.samefile(pb)
+        return pa.absolute() == pb.absolute()
+    return a.location == b.location and a.schema == b.schema
+
+
+@contextlib.contextmanager
+def opened(
+    name: str, *, create: bool = False, allowlist: Collection[tuple[str, ...]] = ()
+) -> Iterator[Store]:
+    """:func:`open_store` as a context manager that closes the store."""
+    store = open_store(name, create=create, allowlist=allowlist)
+    try:
+        yield store
+    finally:
+        store.close()
