@@ -291,3 +291,30 @@ def test_only_triggered_nodes_run() -> None:
     g.add_edge("a", "b")
     g.compile().invoke({"items": []})
     assert runs == ["a", "b"]  # c has no edge: its trigger never gets a version
+
+
+def test_waiting_edge_runs_the_target_once_after_all_sources() -> None:
+    runs: list[str] = []
+
+    def node(name: str) -> Any:
+        def run(state: ListState) -> dict[str, Any]:
+            runs.append(name)
+            return {"items": [name]}
+
+        return run
+
+    g = StateGraph(ListState)
+    for name in ("a", "b", "b2", "join"):
+        g.add_node(name, node(name))
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    g.add_edge("b", "b2")  # one branch is a step longer than the other
+    g.add_edge(["a", "b2"], "join")
+    app = g.compile(checkpointer=tether.InMemorySaver())
+    out = app.invoke({"items": []}, cfg())
+    assert out["items"] == ["a", "b", "b2", "join"]
+    assert runs.count("join") == 1
+    # the half-full barrier is stored in the checkpoint between the two steps
+    step1 = [s for s in app.get_state_history(cfg()) if s.metadata["step"] == 1][0]
+    tup = app.checkpointer.get_tuple(step1.config)  # type: ignore[union-attr]
+    assert tup.checkpoint["channel_values"]["join:a+b2:join"] == ["a"]

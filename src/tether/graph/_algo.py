@@ -254,6 +254,11 @@ def apply_writes(
                 if ch in versions:
                     seen[ch] = versions[ch]
     top = max(versions.values(), default=None, key=_version_key)
+    bump = next_version(top)
+    # Barriers a task fired on are used up by running it.
+    for ch in {ch for task in tasks for ch in task.triggers}:
+        if ch in channels and channels[ch].consume():
+            versions[ch] = bump
 
     grouped: dict[str, list[Any]] = defaultdict(list)
     for task in sorted(tasks, key=lambda t: _path_key(t.path)):
@@ -262,7 +267,6 @@ def apply_writes(
                 grouped[ch].append(value)
 
     updated: set[str] = set()
-    bump = next_version(top)
     for ch, values in grouped.items():
         if channels[ch].update(values):
             versions[ch] = bump
@@ -303,7 +307,9 @@ def create_checkpoint(
         v=CHECKPOINT_VERSION,
         id=checkpoint_id or str(uuid6(clock_seq=step)),
         ts=datetime.now(UTC).isoformat(),
-        channel_values={k: ch.checkpoint() for k, ch in channels.items() if ch.is_available()},
+        channel_values={
+            k: v for k, ch in channels.items() if (v := ch.checkpoint()) is not MISSING
+        },
         channel_versions=dict(previous["channel_versions"]),
         versions_seen={k: dict(v) for k, v in previous["versions_seen"].items()},
         updated_channels=sorted(updated) if updated is not None else None,

@@ -11,6 +11,8 @@ that new version is what triggers the nodes that listen to the channel.
                      (``Annotated[list, operator.add]``, ``add_messages``)
 :class:`Topic`       collects the writes of one step as a list (``Send`` packets)
 :class:`Ephemeral`   holds a write for one step, then clears itself (edge triggers)
+:class:`Barrier`     fills up with the names of the nodes it waits for; full, it
+                     triggers the target once and empties (``add_edge([a, b], c)``)
 =================== ==============================================================
 
 ``checkpoint()`` returns what is stored; ``restore(value)`` builds the channel
@@ -25,7 +27,7 @@ from typing import Any
 
 from tether.errors import ConfigError
 
-__all__ = ["MISSING", "Channel", "Ephemeral", "LastValue", "Reducer", "Topic"]
+__all__ = ["MISSING", "Barrier", "Channel", "Ephemeral", "LastValue", "Reducer", "Topic"]
 
 
 class _Missing:
@@ -62,6 +64,10 @@ class Channel:
 
     def update(self, values: Sequence[Any]) -> bool:
         raise NotImplementedError
+
+    def consume(self) -> bool:
+        """The task this channel triggered has run; True if the channel changed."""
+        return False
 
     def copy(self) -> Channel:
         return copy.copy(self)
@@ -136,3 +142,36 @@ class Ephemeral(Channel):
             return False
         self.value = MISSING
         return True
+
+
+class Barrier(Channel):
+    """Available once every name in ``names`` was written; consumed by the task it triggers."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, key: str, names: Sequence[str]) -> None:
+        super().__init__(key)
+        self.names = frozenset(names)
+
+    def is_available(self) -> bool:
+        return self.value is not MISSING and set(self.value) == self.names
+
+    def checkpoint(self) -> Any:
+        return sorted(self.value) if self.value is not MISSING else MISSING
+
+    def restore(self, value: Any) -> None:
+        self.value = set(value)
+
+    def update(self, values: Sequence[Any]) -> bool:
+        seen = set() if self.value is MISSING else set(self.value)
+        new = seen | {v for v in values if v in self.names}
+        if new == seen:
+            return False
+        self.value = new
+        return True
+
+    def consume(self) -> bool:
+        if self.is_available():
+            self.value = MISSING
+            return True
+        return False

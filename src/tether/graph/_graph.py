@@ -5,6 +5,8 @@ Compiling turns the builder into a :class:`~tether.graph._algo.Program`:
 * one channel per state key (``LastValue``, or ``Reducer`` for annotated keys);
 * ``__start__`` (the input), ``__pregel_tasks`` (``Send`` packets) and one
   ``branch:to:<node>`` trigger per node;
+* ``add_edge([a, b], c)`` adds a ``join:a+b:c`` barrier that ``a`` and ``b``
+  write their names to; ``c`` also triggers on it once it holds both;
 * every node triggers on its ``branch:to`` channel; its *writers* are its
   outgoing edges: a fixed edge writes the target's trigger, a conditional edge
   calls the routing function on the state after the node's update and writes
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigError
 from tether.graph._algo import TASKS, NodeSpec, Program, Writer, branch_channel
-from tether.graph._channels import Channel, Ephemeral, Topic
+from tether.graph._channels import Barrier, Channel, Ephemeral, Topic
 from tether.graph._state import StateSchema
 from tether.graph._types import END, START, RetryPolicy, Send
 
@@ -80,6 +82,7 @@ class StateGraph:
         self.schema = StateSchema(state_schema)
         self.nodes: dict[str, tuple[Any, RetryPolicy | None]] = {}
         self.edges: list[tuple[str, str]] = []
+        self.waiting_edges: list[tuple[tuple[str, ...], str]] = []
         self.branches: list[tuple[str, Callable[[Any], Any], Mapping[Hashable, str] | None]] = []
 
     def add_node(
@@ -108,16 +111,15 @@ class StateGraph:
         self.nodes[node] = (action, retry_policy or retry)
         return self
 
-    def add_edge(self, start: str, end: str) -> StateGraph:
-        """Run ``end`` after ``start``."""
-        if not isinstance(start, str):
-            raise ConfigError(
-                "add_edge takes one start node; waiting for several nodes is not supported, "
-                "route them with conditional edges instead"
-            )
-        if start == END or end == START:
+    def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
+        """Run ``end`` after ``start``; with a list, after *all* of them have run."""
+        starts = [start] if isinstance(start, str) else list(start)
+        if END in starts or end == START or not starts:
             raise ConfigError(f"edge {start!r} -> {end!r} runs the wrong way")
-        self.edges.append((start, end))
+        if isinstance(start, str):
+            self.edges.append((start, end))
+        else:
+            self.waiting_edges.append((tuple(starts), end))
         return self
 
     def add_conditional_edges(
@@ -143,6 +145,10 @@ class StateGraph:
 
     def _validate(self) -> None:
         known = set(self.nodes) | {START, END}
+        for sources, b in self.waiting_edges:
+            for name in (*sources, b):
+                if name not in known:
+                    raise ConfigError(f"edge {sources!r} -> {b!r} names unknown node {name!r}")
         for a, b in self.edges:
             for name in (a, b):
                 if name not in known:
@@ -199,6 +205,13 @@ class StateGraph:
                 nodes[a].writers.append(_fixed(b))
         for source, path, mapping in self.branches:
             nodes[source].writers.append(_route(path, mapping))
+        for sources, target in self.waiting_edges:
+            join = f"join:{'+'.join(sources)}:{target}"
+            factories[join] = _barrier(join, sources)
+            if target != END:
+                nodes[target].triggers.append(join)
+            for source in sources:
+                nodes[source].writers.append(_named(join, source))
         trigger_to_nodes: dict[str, list[str]] = {}
         for spec in nodes.values():
             for ch in spec.triggers:
@@ -217,6 +230,14 @@ class StateGraph:
 
 def _channel_factory(schema: StateSchema, key: str) -> Callable[[], Channel]:
     return lambda: schema.channel(key)
+
+
+def _barrier(name: str, sources: Sequence[str]) -> Callable[[], Channel]:
+    return lambda: Barrier(name, sources)
+
+
+def _named(channel: str, source: str) -> Writer:
+    return lambda _state, _ret: [(channel, source)]
 
 
 def _ephemeral(name: str) -> Callable[[], Channel]:
