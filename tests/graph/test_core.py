@@ -315,6 +315,6 @@ def test_waiting_edge_runs_the_target_once_after_all_sources() -> None:
     assert out["items"] == ["a", "b", "b2", "join"]
     assert runs.count("join") == 1
     # the half-full barrier is stored in the checkpoint between the two steps
-    step1 = [s for s in app.get_state_history(cfg()) if s.metadata["step"] == 1][0]
+    step1 = next(s for s in app.get_state_history(cfg()) if s.metadata["step"] == 1)
     tup = app.checkpointer.get_tuple(step1.config)  # type: ignore[union-attr]
     assert tup.checkpoint["channel_values"]["join:a+b2:join"] == ["a"]
