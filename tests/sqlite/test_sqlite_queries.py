@@ -107,3 +107,27 @@ def test_filter_semantics_match_the_reference(saver: SqliteSaver) -> None:
     assert steps(l=[1]) == 1
     assert steps(s="x", n=1) == 1
     assert steps(missing=1) == 0
+
+
+def test_reads_are_index_driven(saver: SqliteSaver) -> None:
+    from tether.backends.sqlite import _saver as impl
+
+    _history(saver, "t", 3)
+    cursor = "(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (?, ?, ?)"
+    plans = {
+        "latest": (impl._GET_LATEST, ("t", "", 1)),
+        "by id": (impl._GET_BY_ID, ("t", "", "x", 1)),
+        "thread page": (
+            impl._READ.format(where=f"WHERE c.thread_id = ? AND {cursor}"),
+            ("t", "z", "z", "z", PAGE),
+        ),
+        "all threads": (impl._READ.format(where=""), (PAGE,)),
+    }
+    with saver._conns.connection() as conn:
+        for name, (sql, args) in plans.items():
+            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
+            assert not any("TEMP B-TREE FOR ORDER BY" in step for step in plan), (name, plan)
+            for table in ("c", "b", "w"):
+                steps = [p for p in plan if p.split()[1:2] == [table]]
+                assert steps, (name, table, plan)
+                assert all("INDEX" in p for p in steps), (name, plan)

@@ -68,8 +68,18 @@ def strip_nul(value: str) -> str:
     return value.replace("\x00", "") if "\x00" in value else value
 
 
+_PLAIN_SCALARS = frozenset({int, bool, type(None)})
+
+
 def _json_safe(value: Any, path: str) -> Any:
     """Check that ``value`` is plain JSON (metadata must be queryable in SQL)."""
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:  # the common case, without isinstance's ABC checks
+        return value
+    if kind is str:
+        return strip_nul(value)
+    if kind is dict and not value:
+        return {}
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):

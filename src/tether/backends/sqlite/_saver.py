@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from tether.backends._bridge import ThreadedAsyncMixin
@@ -60,7 +60,6 @@ from tether.backends._sqlbase import (
     WriteRecord,
     build_tuple,
     group_writes,
-    page_blob_keys,
     versions_from_json,
     versions_to_json,
 )
@@ -93,52 +92,64 @@ PAGE = 64
 #: Payloads of at least this many bytes are stored zlib-compressed by default.
 DEFAULT_COMPRESS_THRESHOLD = 2048
 
-_GET_LATEST = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-    "channel_versions, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-    "ORDER BY checkpoint_id DESC LIMIT 1"
+# One statement reads a page of checkpoints with every blob and write it needs.
+# A single SELECT sees one snapshot, so no explicit read transaction is needed,
+# and the page costs one round of the VDBE instead of five statements. Row
+# kinds: 0 checkpoint, 1 blob, 2 write (11 columns each, padded with NULL).
+_READ = """
+WITH p AS MATERIALIZED (
+    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
+           c.checkpoint, c.channel_versions, c.metadata
+    FROM checkpoints AS c {where}
+    ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC LIMIT ?
+),
+k AS MATERIALIZED (
+    SELECT DISTINCT p.thread_id AS t, p.checkpoint_ns AS n, j.key AS ch, j.value AS v
+    FROM p, json_each(p.channel_versions) AS j
+)
+SELECT 0, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
+       channel_versions, metadata, NULL, NULL
+FROM p
+UNION ALL
+SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
+       NULL, NULL, NULL
+FROM k CROSS JOIN checkpoint_blobs AS b
+ON b.thread_id = k.t AND b.checkpoint_ns = k.n AND b.channel = k.ch AND b.version = k.v
+UNION ALL
+SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
+       w.channel, w.type, w.encoding, w.value
+FROM p CROSS JOIN checkpoint_writes AS w
+ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
+   AND w.checkpoint_id = p.checkpoint_id
+"""
+
+_GET_LATEST = _READ.format(where="WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
+_GET_BY_ID = _READ.format(
+    where="WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?"
 )
 
-_GET_BY_ID = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-    "channel_versions, metadata FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-    "AND checkpoint_id = ?"
-)
 
-_LIST_HEAD = (
-    "SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type, "
-    "c.checkpoint, c.channel_versions, c.metadata FROM checkpoints AS c"
-)
+def _split(rows: Iterable[Sequence[Any]]) -> list[_Raw]:
+    """The rows of one :data:`_READ` as checkpoints (newest first), each with its pieces."""
+    heads: list[Sequence[Any]] = []
+    blobs: dict[BlobKey, EncodedValue] = {}
+    writes: list[tuple[str, str, str, WriteRecord]] = []
+    for r in rows:
+        kind = r[0]
+        if kind == 0:
+            heads.append(r[1:9])
+        elif kind == 1:
+            blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6])
+        else:
+            writes.append(
+                (r[1], r[2], r[3], WriteRecord(r[4], r[5], r[6], r[7], r[8], r[9], r[10]))
+            )
+    heads.sort(key=lambda h: (h[2], h[0], h[1]), reverse=True)
+    grouped = group_writes(writes)
+    return [
+        (h, versions_from_json(h[6]), blobs, grouped.get((h[0], h[1], h[2]), ())) for h in heads
+    ]
 
-_BLOBS_OF_ROW = (
-    "SELECT b.channel, b.version, b.type, b.encoding, b.value "
-    "FROM json_each(?) AS j CROSS JOIN checkpoint_blobs AS b "
-    "ON b.thread_id = ? AND b.checkpoint_ns = ? AND b.channel = j.key AND b.version = j.value"
-)
-
-_BLOBS_OF_PAGE = (
-    "SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.encoding, b.value "
-    "FROM json_each(?) AS k CROSS JOIN checkpoint_blobs AS b "
-    "ON b.thread_id = json_extract(k.value, '$[0]') "
-    "AND b.checkpoint_ns = json_extract(k.value, '$[1]') "
-    "AND b.channel = json_extract(k.value, '$[2]') "
-    "AND b.version = json_extract(k.value, '$[3]')"
-)
-
-_WRITES_OF_ROW = (
-    "SELECT task_id, task_path, idx, channel, type, encoding, value FROM checkpoint_writes "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "ORDER BY task_path, task_id, idx"
-)
-
-_WRITES_OF_PAGE = (
-    "SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx, "
-    "w.channel, w.type, w.encoding, w.value "
-    "FROM json_each(?) AS k CROSS JOIN checkpoint_writes AS w "
-    "ON w.thread_id = json_extract(k.value, '$[0]') "
-    "AND w.checkpoint_ns = json_extract(k.value, '$[1]') "
-    "AND w.checkpoint_id = json_extract(k.value, '$[2]')"
-)
 
 # Blobs of one thread that no checkpoint of that thread refers to. The
 # subquery is materialized once (an ephemeral index), so this is one pass.
@@ -292,27 +303,21 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
         addr = Address.from_config(config)
-        return self._read(self._get_tuple, addr)  # type: ignore[no-any-return]
-
-    def _get_tuple(self, conn: sqlite3.Connection, addr: Address) -> CheckpointTuple | None:
+        args: tuple[Any, ...]
         if addr.checkpoint_id is None:
-            row = conn.execute(_GET_LATEST, (addr.thread_id, addr.checkpoint_ns)).fetchone()
+            sql, args = _GET_LATEST, (addr.thread_id, addr.checkpoint_ns, 1)
         else:
-            row = conn.execute(
-                _GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
-            ).fetchone()
-        if row is None:
+            sql, args = _GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1)
+        found = self._query(sql, args)
+        if not found:
             return None
-        tid, ns, cid = row[0], row[1], row[2]
-        versions = versions_from_json(row[6])
-        blobs: dict[BlobKey, EncodedValue] = {
-            (tid, ns, channel, version): (type_, encoding, value)
-            for channel, version, type_, encoding, value in conn.execute(
-                _BLOBS_OF_ROW, (row[6], tid, ns)
-            )
-        }
-        writes = [WriteRecord(*w) for w in conn.execute(_WRITES_OF_ROW, (tid, ns, cid)).fetchall()]
-        return self._build(row, versions, blobs, writes)
+        return self._build(*found[0])
+
+    def _query(self, sql: str, args: Sequence[Any]) -> _List[_Raw]:
+        """Run one read statement (its own snapshot) and split its rows."""
+        with self._conns.connection() as conn, translate_errors(self._conns.where):
+            rows = conn.execute(sql, args).fetchall()
+        return _split(rows)
 
     def _build(
         self,
@@ -376,7 +381,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         produced = 0
         cursor: tuple[str, str, str] | None = None
         while True:
-            page, cursor = self._read(self._page, where, params, want, cursor)
+            page, cursor = self._page(where, params, want, cursor)
             # The page holds stored bytes; each tuple is decoded only when it is
             # reached, so at most one decoded checkpoint is alive at a time.
             for row, versions, blobs, writes in page:
@@ -389,7 +394,6 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     def _page(
         self,
-        conn: sqlite3.Connection,
         where: _List[str],
         params: _List[Any],
         want: dict[str, Any],
@@ -401,33 +405,15 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conds.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (?, ?, ?)")
             args.extend(cursor)
         # Only fixed fragments are joined here; every value is a bound parameter.
-        sql = _LIST_HEAD
-        if conds:
-            sql += " WHERE " + " AND ".join(conds)
-        sql += " ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC LIMIT ?"
+        sql = _READ.format(where="WHERE " + " AND ".join(conds) if conds else "")
         args.append(PAGE)
-        rows = conn.execute(sql, args).fetchall()
-        next_cursor = (rows[-1][2], rows[-1][0], rows[-1][1]) if len(rows) == PAGE else None
+        page = self._query(sql, args)
+        next_cursor = None
+        if len(page) == PAGE:
+            last = page[-1][0]
+            next_cursor = (last[2], last[0], last[1])
         if want:
-            rows = [r for r in rows if metadata_matches(json.loads(r[7]), want)]
-        if not rows:
-            return [], next_cursor
-        versions = [versions_from_json(r[6]) for r in rows]
-        keys = page_blob_keys((r[0], r[1], v) for r, v in zip(rows, versions, strict=True))
-        blobs: dict[BlobKey, EncodedValue] = {}
-        if keys:
-            for tid, ns, channel, version, type_, encoding, value in conn.execute(
-                _BLOBS_OF_PAGE, (json.dumps(keys),)
-            ):
-                blobs[(tid, ns, channel, version)] = (type_, encoding, value)
-        ids = json.dumps([[r[0], r[1], r[2]] for r in rows])
-        writes = group_writes(
-            (w[0], w[1], w[2], WriteRecord(*w[3:])) for w in conn.execute(_WRITES_OF_PAGE, (ids,))
-        )
-        page: _List[_Raw] = [
-            (r, v, blobs, writes.get((r[0], r[1], r[2]), ()))
-            for r, v in zip(rows, versions, strict=True)
-        ]
+            page = [p for p in page if metadata_matches(json.loads(p[0][7]), want)]
         return page, next_cursor
 
     # --- writes ---------------------------------------------------------------------
