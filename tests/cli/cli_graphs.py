@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import operator
 from typing import Annotated, Any, TypedDict
+from urllib.parse import quote
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, Send, interrupt
+from psycopg.conninfo import conninfo_to_dict
 
 THREADS = ("chat-1", "chat-2")
 
@@ -137,3 +139,15 @@ def _state(state: Any) -> Any:
             for t in state.tasks
         ],
     )
+
+
+def as_url(dsn: str) -> str:
+    """A DSN in URL form (what the CLI and the importer take)."""
+    params = conninfo_to_dict(dsn)
+    user = params.get("user", "postgres")
+    auth = quote(user, safe="")
+    if params.get("password"):
+        auth += ":" + quote(params["password"], safe="")
+    host = params.get("host", "127.0.0.1")
+    port = params.get("port", "5432")
+    return f"postgresql://{auth}@{host}:{port}/{params['dbname']}"
