@@ -34,8 +34,11 @@ async-only connection) overrides the ``mode`` fixture::
 
 Tests call the saver through :class:`Driver` (fixture ``driver``), which
 sends each call to ``saver.put`` or ``await saver.aput`` (and so on)
-depending on the mode, so every test body is written once. Requires pytest
-and pytest-asyncio (the ``dev`` extra).
+depending on the mode, so every test body is written once; :class:`Line`
+builds checkpoints the way a graph loop does. Both are public so a backend's
+own tests can use them. One test runs random programs through the saver and a
+plain reference model (Hypothesis) and compares them after every operation.
+Requires pytest, pytest-asyncio and hypothesis (the ``dev`` extra).
 """
 
 from __future__ import annotations
@@ -44,8 +47,11 @@ import pytest
 
 # The suite's asserts live in an installed module; rewrite them so a failure
 # shows the compared values, as it would in a test file.
-pytest.register_assert_rewrite("tether.testing._contract")
+pytest.register_assert_rewrite(
+    "tether.testing._contract", "tether.testing._driver", "tether.testing._model"
+)
 
-from tether.testing._contract import MODES, ContractRecord, Driver, Line, SaverContract  # noqa: E402
+from tether.testing._contract import SaverContract  # noqa: E402
+from tether.testing._driver import MODES, ContractRecord, Driver, Line, new_checkpoint  # noqa: E402
 
-__all__ = ["MODES", "ContractRecord", "Driver", "Line", "SaverContract"]
+__all__ = ["MODES", "ContractRecord", "Driver", "Line", "SaverContract", "new_checkpoint"]
