@@ -16,16 +16,19 @@
              so an interrupted or failed run can still be resumed (S4.3).
 =========== ======================================================================
 
-The sync lane is a one-thread executor (FIFO by construction); the async lane
-is a chain of asyncio tasks, each awaiting the previous one first.
+The sync lane is a per-run FIFO drained by one thread at a time from a small
+shared pool (threads are reused, and with them a saver's per-thread
+connections); the async lane is a chain of asyncio tasks, each awaiting the
+previous one first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeAlias
 
 from tether.base import BaseCheckpointSaver
@@ -75,18 +78,60 @@ class _Base:
         self.held_writes = []
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Threads shared by every run's lane: reused, so a saver's per-thread connections are too."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(8, thread_name_prefix="tether-put")
+        return _POOL
+
+
+class _Lane:
+    """A FIFO of one run's writes, drained by one pool thread at a time (strict order)."""
+
+    def __init__(self) -> None:
+        self._queue: deque[Callable[[], None]] = deque()
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._running = False
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._queue.append(fn)
+            if self._running:
+                return  # the draining thread will get to it, after everything before it
+            self._running = True
+            self._idle.clear()
+        _pool().submit(self._drain)
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running = False
+                    self._idle.set()
+                    return
+                fn = self._queue.popleft()
+            fn()
+
+    def wait(self) -> None:
+        self._idle.wait()
+
+
 class SyncPersister(_Base):
     """The durability modes for a sync run."""
 
     def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
         super().__init__(saver, durability)
-        self._lane: ThreadPoolExecutor | None = None
-        self._last: Future[Any] | None = None
+        self._lane = _Lane()
 
     def _submit(self, fn: Callable[[], Any]) -> None:
-        if self._lane is None:
-            self._lane = ThreadPoolExecutor(1, thread_name_prefix="tether-put")
-
         def run() -> None:
             if self.error is not None:
                 return  # an earlier write failed: never store anything after it
@@ -95,7 +140,7 @@ class SyncPersister(_Base):
             except BaseException as exc:
                 self.error = exc
 
-        self._last = self._lane.submit(run)
+        self._lane.submit(run)
 
     def put(
         self,
@@ -134,22 +179,16 @@ class SyncPersister(_Base):
     def close(self) -> None:
         """Finish every write; raises the first failure."""
         saver = self.saver
-        try:
-            if self._lane is not None:
-                self._lane.shutdown(wait=True)
-                self._lane = None
-            self.raise_failure()
-            if saver is not None and self.held is not None:
-                config, checkpoint, metadata, versions = self.held
-                self.held = None
-                saver.put(config, checkpoint, metadata, versions)
-            if saver is not None:
-                for wconfig, batch, tid, path in self.held_writes:
-                    saver.put_writes(wconfig, batch, tid, path)
-                self.held_writes = []
-        finally:
-            if self._lane is not None:
-                self._lane.shutdown(wait=False)
+        self._lane.wait()
+        self.raise_failure()
+        if saver is not None and self.held is not None:
+            config, checkpoint, metadata, versions = self.held
+            self.held = None
+            saver.put(config, checkpoint, metadata, versions)
+        if saver is not None:
+            for wconfig, batch, tid, path in self.held_writes:
+                saver.put_writes(wconfig, batch, tid, path)
+            self.held_writes = []
 
 
 class AsyncPersister(_Base):
