@@ -276,3 +276,15 @@ def test_rerun_from_before_a_subgraph_runs_the_subgraph_again() -> None:
     out = app.invoke(None, before_sub.config)
     assert out["items"] == ["before", "before", "inner1", "inner2:none", "after"]
     assert runs == {"before": 1, "inner1": 2, "inner2": 2, "after": 2}
+
+
+def test_get_state_and_history_of_a_subgraph_namespace() -> None:
+    app = outer_graph(Counter(), ask=True)
+    app.invoke({"items": []}, cfg())
+    sub_config = app.get_state(cfg()).tasks[0].state
+    assert isinstance(sub_config, dict)
+    inner = app.get_state(sub_config)
+    assert inner.next == ("step2",)
+    assert inner.values == {"items": ["before", "inner1"]}
+    steps = [s.metadata["step"] for s in app.get_state_history(sub_config)]
+    assert steps == [1, 0, -1]

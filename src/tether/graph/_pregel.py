@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
-from tether.checkpoint import INTERRUPT, Address, CheckpointTuple, Config
+from tether.checkpoint import INTERRUPT, Address, CheckpointTuple, Config, ns_split
 from tether.errors import CheckpointNotFound, ConfigError
 from tether.graph._algo import (
     PendingState,
@@ -280,12 +280,24 @@ class CompiledStateGraph:
     def _empty(config: Config) -> StateSnapshot:
         return StateSnapshot({}, (), dict(config), None, None, None, ())
 
+    def _owner(self, config: Config) -> CompiledStateGraph:
+        """The (sub)graph whose checkpoints live in the namespace ``config`` names."""
+        graph = self
+        for node, _ in ns_split(Address.from_config(config).checkpoint_ns):
+            spec = graph.program.nodes.get(node)
+            if spec is None or spec.subgraph is None:
+                break  # a subgraph invoked from inside a node function: unknown here
+            graph = spec.subgraph._with_saver(self._saver())
+        return graph
+
     def get_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
         """The state at the checkpoint ``config`` names (the latest when it names none).
 
         With ``subgraphs=True`` a task that runs a subgraph carries that
         subgraph's own snapshot in ``task.state``.
         """
+        if (owner := self._owner(config)) is not self:
+            return owner.get_state(config, subgraphs=subgraphs)
         saver = self._saver()
         saved = saver.get_tuple(config)
         if saved is None:
@@ -304,6 +316,8 @@ class CompiledStateGraph:
 
     async def aget_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
         """Async :meth:`get_state`."""
+        if (owner := self._owner(config)) is not self:
+            return await owner.aget_state(config, subgraphs=subgraphs)
         saver = self._saver()
         saved = await saver.aget_tuple(config)
         if saved is None:
@@ -337,8 +351,9 @@ class CompiledStateGraph:
         limit: int | None = None,
     ) -> Iterator[StateSnapshot]:
         """Every checkpoint of the thread (namespace), newest first."""
+        owner = self._owner(config)
         for saved in self._saver().list(config, filter=filter, before=before, limit=limit):
-            yield self._snapshot(saved, latest=False)[0]
+            yield owner._snapshot(saved, latest=False)[0]
 
     async def aget_state_history(
         self,
@@ -349,8 +364,9 @@ class CompiledStateGraph:
         limit: int | None = None,
     ) -> AsyncIterator[StateSnapshot]:
         """Async :meth:`get_state_history`."""
+        owner = self._owner(config)
         async for saved in self._saver().alist(config, filter=filter, before=before, limit=limit):
-            yield self._snapshot(saved, latest=False)[0]
+            yield owner._snapshot(saved, latest=False)[0]
 
     # --- changing state --------------------------------------------------------------
 
