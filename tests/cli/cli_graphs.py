@@ -11,6 +11,7 @@ raw tuples of ``list(None)``.
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 from urllib.parse import quote
 
@@ -22,6 +23,26 @@ from langgraph.types import Command, Send, interrupt
 from psycopg.conninfo import conninfo_to_dict
 
 THREADS = ("chat-1", "chat-2")
+
+
+@dataclass
+class Order:
+    """A user's own state type: outside every built-in allowlist."""
+
+    item: str
+    qty: int
+
+
+class OrderState(TypedDict):
+    order: Order
+
+
+def order_graph(checkpointer: BaseCheckpointSaver[Any]) -> Any:
+    """A one-node graph whose state holds an :class:`Order`."""
+    builder = StateGraph(OrderState)
+    builder.add_node("n", lambda s: {"order": Order(s["order"].item, s["order"].qty + 1)})
+    builder.add_edge(START, "n")
+    return builder.compile(checkpointer=checkpointer)
 
 
 class SubState(TypedDict):

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_graphs import as_url, histories
+from cli_graphs import Order, as_url, histories, order_graph
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 
 import tether.langgraph as tlg
@@ -165,25 +164,10 @@ def test_store_urls() -> None:
 # --- types outside the allowlist ---------------------------------------------------------
 
 
-@dataclass
-class Order:
-    item: str
-    qty: int
-
-
 def test_a_type_outside_the_allowlist_names_itself_and_can_be_allowed(tmp_path: Path) -> None:
-    from langgraph.graph import START, StateGraph
-    from typing_extensions import TypedDict
-
-    class S(TypedDict):
-        order: Order
-
-    builder = StateGraph(S)
-    builder.add_node("n", lambda s: {"order": Order(s["order"].item, s["order"].qty + 1)})
-    builder.add_edge(START, "n")
     source = tmp_path / "lg.db"
     with OfficialSqliteSaver.from_conn_string(str(source)) as official:
-        graph = builder.compile(checkpointer=official)
+        graph = order_graph(official)
         graph.invoke({"order": Order("tea", 1)}, {"configurable": {"thread_id": "o"}})
         expected = [t.checkpoint for t in official.list(None)]
     with SqliteSaver(tmp_path / "t.db", serde=langgraph_serializer()) as saver:

@@ -189,13 +189,13 @@ def _open_sqlite(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str
     from tether.backends.sqlite import SqliteSaver
 
     path = Path(url.location).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; name a database file")
     if not create and not path.is_file():
         raise ConfigError(
             f"no tether store at {path}: no such file (check the path; `tether import` "
             "creates a store)"
         )
-    if path.is_dir():
-        raise ConfigError(f"{path} is a directory; name a database file")
     try:
         saver = SqliteSaver(os.fspath(path), serde=source_serializer(allowlist))
     except StorageError as exc:
