@@ -89,7 +89,7 @@ _Raw = tuple[
 #: Checkpoints per ``list`` page (one read snapshot, three queries).
 PAGE = 64
 
-#: Payloads of at least this many bytes are stored zlib-compressed by default.
+#: Payloads of at least this many bytes are stored zstd-compressed by default.
 DEFAULT_COMPRESS_THRESHOLD = 2048
 
 # One statement reads a page of checkpoints with every blob and write it needs.
@@ -199,7 +199,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         busy_timeout: seconds to wait for another process's write lock before
             :class:`~tether.errors.StorageTimeout`.
         compress_threshold: values of at least this many serialized bytes are
-            stored zlib-compressed (when that is smaller); ``None`` disables.
+            stored zstd-compressed (when that is smaller); ``None`` disables.
 
     Raises:
         SchemaVersionError: the file was written by a newer tether.
