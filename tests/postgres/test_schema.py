@@ -27,6 +27,7 @@ INDEXES = {
     "checkpoints_thread_id_idx",
     "checkpoints_id_idx",
     "checkpoints_run_id_idx",
+    "checkpoints_metadata_idx",
     "tether_migrations_pkey",
 }
 

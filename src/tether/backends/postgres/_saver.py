@@ -117,6 +117,31 @@ class PostgresSaver(BaseCheckpointSaver):
         compress_threshold: values serialized to at least this many bytes are
             stored zlib-compressed (level 1); ``None`` stores all plain.
 
+    One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
+    Postgres session advisory lock on a thread for the length of a run, so two
+    processes (on any machines sharing the database) never advance one thread
+    at once. The second gets :class:`~tether.errors.ThreadBusyError` at once,
+    or waits for the first (``wait=True``, with an optional ``timeout``). The
+    lock is released when the block ends, and by the server when the holder's
+    connection or process dies. The lease is advisory: only runs that take it
+    are kept apart, so take it around every run of a thread::
+
+        with saver.lease(thread_id):
+            graph.invoke(inputs, {"configurable": {"thread_id": thread_id}})
+
+    Schema (S5.3) and migrations: :meth:`setup` creates or migrates the tables
+    under a per-schema advisory lock, so any number of processes may call it
+    at once; index builds run ``CONCURRENTLY``, outside any transaction; a
+    schema newer than this tether raises
+    :class:`~tether.errors.SchemaVersionError` and nothing is written.
+
+    Faults: a connection lost mid-operation (server restart, failover,
+    ``pg_terminate_backend``) aborts that operation's transaction, so no partial
+    checkpoint is ever visible; every operation is idempotent and one on a pool
+    is run once more on a fresh connection, then raises
+    :class:`~tether.errors.StorageUnavailable`. ``statement_timeout`` and pool
+    waits raise :class:`~tether.errors.StorageTimeout` (never retried).
+
     Example:
         >>> with PostgresSaver.from_conn_string(url) as saver:  # doctest: +SKIP
         ...     saver.setup()

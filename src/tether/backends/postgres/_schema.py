@@ -24,8 +24,12 @@ Indexes: the three primary keys (every per-thread query and the thread
 operations are prefix scans of them), ``checkpoints(thread_id, checkpoint_id,
 checkpoint_ns)`` for listing a thread across namespaces newest first,
 ``checkpoints(checkpoint_id, thread_id, checkpoint_ns)`` for listing every
-thread, and a partial expression index on ``metadata ->> 'run_id'`` for
-``delete_for_runs``. Blobs and writes need no index beyond their keys.
+thread, a partial expression index on ``metadata ->> 'run_id'`` for
+``delete_for_runs``, and a GIN index (``jsonb_path_ops``) on ``metadata`` for
+a filtered listing of every thread (the filter adds ``metadata @> filter``, a
+necessary condition of its exact equality). Blobs and writes need no index
+beyond their keys. ``tests/postgres/test_queries.py`` checks every statement's
+plan on a populated store.
 """
 
 from __future__ import annotations
@@ -113,6 +117,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         concurrent=True,
         index="checkpoints_run_id_idx",
+    ),
+    Migration(
+        "checkpoints_metadata_idx",
+        (
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_metadata_idx "
+            "ON {schema}.checkpoints USING gin (metadata jsonb_path_ops)",
+        ),
+        concurrent=True,
+        index="checkpoints_metadata_idx",
     ),
 )
 

@@ -88,16 +88,13 @@ class Statements:
         self.blobs = f"{q}.checkpoint_blobs"
         self.writes = f"{q}.checkpoint_writes"
         self.migrations = f"{q}.tether_migrations"
-        joins = _read_joins(self.blobs, self.writes)
-        self._select = f"SELECT {_READ_COLUMNS} FROM {self.checkpoints} c {joins}"
+        self._joins = _read_joins(self.blobs, self.writes)
 
-        self.get_by_id = (
-            self._select + " WHERE c.thread_id = %s AND c.checkpoint_ns = %s"
-            " AND c.checkpoint_id = %s"
+        self.get_by_id = self._read(
+            "c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"
         )
-        self.get_latest = (
-            self._select + " WHERE c.thread_id = %s AND c.checkpoint_ns = %s"
-            " ORDER BY c.checkpoint_id DESC LIMIT 1"
+        self.get_latest = self._read(
+            "c.thread_id = %s AND c.checkpoint_ns = %s", "c.checkpoint_id DESC", "1"
         )
 
         # Inline values of channels the put does not name are carried over from
@@ -209,9 +206,11 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
         # transaction. The blob sweep is last and, in READ COMMITTED, takes a
         # fresh snapshot: a checkpoint another process committed meanwhile is
         # seen, so the blobs it refers to survive (the appending-writer test).
+        # `metadata ? 'run_id'` is the predicate of the partial run_id index:
+        # without it the planner cannot use that index and scans the table.
         self.delete_runs = f"""
 DELETE FROM {self.checkpoints}
-WHERE metadata ->> 'run_id' = ANY(%(runs)s::text[])
+WHERE metadata ? 'run_id' AND metadata ->> 'run_id' = ANY(%(runs)s::text[])
 RETURNING thread_id
 """
         self.prune_checkpoints = f"""
@@ -227,12 +226,15 @@ WHERE c.thread_id = r.thread_id AND c.checkpoint_ns = r.checkpoint_ns
 """
         # Writes whose checkpoint is gone, then blobs no checkpoint refers to,
         # both limited to the threads just touched (every namespace of them).
+        # The thread list is repeated inside NOT EXISTS: the planner does not
+        # carry `= ANY` across the join, and would scan all checkpoints.
         self.sweep_writes = f"""
 DELETE FROM {self.writes} w
 WHERE w.thread_id = ANY(%(threads)s::text[])
   AND NOT EXISTS (
     SELECT 1 FROM {self.checkpoints} c
-    WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+    WHERE c.thread_id = ANY(%(threads)s::text[])
+      AND c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
       AND c.checkpoint_id = w.checkpoint_id)
 """
         self.sweep_blobs = f"""
@@ -257,6 +259,21 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
 
         self.try_lease = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
         self.release_lease = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+
+    def _read(self, where: str, order: str | None = None, limit: str | None = None) -> str:
+        """Checkpoints chosen by ``where`` (first ``limit`` by ``order``), values joined on.
+
+        The rows are chosen in a subquery and only then joined to their blobs
+        and writes, so the joins run for the rows returned and nothing else,
+        whatever plan the filter gets.
+        """
+        inner = f"SELECT * FROM {self.checkpoints} c WHERE {where}"
+        if order is not None:
+            inner += f" ORDER BY {order}"
+        if limit is not None:
+            inner += f" LIMIT {limit}"
+        text = f"SELECT {_READ_COLUMNS} FROM ({inner}) c {self._joins}"
+        return text if order is None else f"{text} ORDER BY {order}"
 
     def lease_key(self, thread_id: str) -> str:
         """The text hashed into the advisory-lock key of a thread's lease."""
@@ -291,6 +308,11 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
         if before_id is not None:
             where.append("c.checkpoint_id < %s")
             params.append(before_id)
+        if filter and thread_id is None:
+            # Containment is implied by the exact equality below and can use the
+            # GIN index on metadata; a thread's own index serves thread listings.
+            where.append("c.metadata @> %s::jsonb")
+            params.append(jsonb(filter))
         for key, value in filter.items():
             # JSONB `=` is exact equality with numbers by value and booleans apart
             # from numbers (metadata_matches); a missing key gives NULL, never true.
@@ -311,9 +333,5 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
             if after is not None:
                 where.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (%s, %s, %s)")
                 params.extend(after)
-        text = self._select
-        if where:
-            text += " WHERE " + " AND ".join(where)
-        text += f" ORDER BY {order} LIMIT %s"
         params.append(page)
-        return ListQuery(text, params)
+        return ListQuery(self._read(" AND ".join(where) or "true", order, "%s"), params)
