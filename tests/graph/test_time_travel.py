@@ -188,3 +188,13 @@ async def test_async_state_api() -> None:
     assert (await app.aget_state(config)).next == ("b",)
     out = await app.ainvoke(None, config)
     assert out == {"items": ["a", "b"], "note": "n"}
+
+
+def test_update_state_replaces_the_pending_step() -> None:
+    """As in LangGraph: the update is the superstep the pending tasks would have been."""
+    app = chain(Counter())
+    app.invoke({"items": []}, cfg())
+    at_b = by_step(app)[2]
+    assert at_b.next == ("c",)
+    config = app.update_state(at_b.config, {"note": "x"}, as_node="a")
+    assert app.get_state(config).next == ("b",)  # "a"'s edge; the pending "c" is dropped

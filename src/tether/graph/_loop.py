@@ -248,7 +248,7 @@ class Run:
             return self.saver.get_next_version(current)
         return (int(current) if current is not None else 0) + 1
 
-    def _next_checkpoint(self, source: str, updated: set[str]) -> tuple[Any, ...]:
+    def _next_checkpoint(self, source: str, updated: set[str] | None) -> tuple[Any, ...]:
         self.checkpoint = create_checkpoint(self.checkpoint, self.channels, self.step, updated)
         metadata: CheckpointMetadata = {
             **self.metadata_extra,  # type: ignore[typeddict-item]

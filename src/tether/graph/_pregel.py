@@ -410,7 +410,12 @@ class CompiledStateGraph:
             )
         task = Task("update", as_node, ("update", 0), None, [], node, addr.checkpoint_ns)
         task.writes = run.task_writes(task, values)
-        updated = apply_writes(run.checkpoint, run.channels, [task], run._next_version)
+        changed = apply_writes(run.checkpoint, run.channels, [task], run._next_version)
+        # The update is the superstep the pending tasks would have been (edge triggers
+        # clear, as in LangGraph), but a full barrier survives it: keep the base's
+        # updated channels as candidates, or the next run would not look at its node.
+        base: list[str] | None = saved.checkpoint.get("updated_channels") if saved else []
+        updated = None if base is None else changed | set(base)
         run.step += 1
         parents = dict(saved.metadata.get("parents", {})) if saved else {}
         run.parents = parents
