@@ -16,6 +16,14 @@ separate "async-only" half: ``AsyncSqliteSaver`` and ``AsyncPostgresSaver``
 differ from their sync twins only in their async ``from_conn_string`` and
 ``setup``). Values are stored with tether's strict serializer, which allows
 LangGraph's own value types (:data:`LANGGRAPH_ALLOWLIST`).
+
+Types of your own in the state (a pydantic model, a dataclass) are read back
+only when allowed, never constructed from whatever a stored row names. With
+``LANGGRAPH_STRICT_MSGPACK=true`` LangGraph collects them from the graph's
+schema and hands them to the saver (``with_allowlist``); otherwise list them
+once, ``SqliteSaver.from_conn_string(path, allowlist=[("app.models",
+"Order")])``. A type that is not allowed fails the read with a
+:class:`~tether.errors.DecodeError` naming it, the thread and the channel.
 """
 
 from __future__ import annotations

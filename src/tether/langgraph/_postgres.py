@@ -24,9 +24,10 @@ database or ``schema`` of its own, and bring old threads over with
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
-from typing import Any
+from typing import Any, Self
 
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -73,6 +74,7 @@ class PostgresSaver(TetherLangGraphSaver):
     """
 
     saver: _TetherPostgresSaver
+    _closing: asyncio.Task[None] | None = None  # a close scheduled on the running loop
 
     def __init__(
         self,
@@ -134,9 +136,33 @@ class PostgresSaver(TetherLangGraphSaver):
         """Create or migrate tether's tables; safe to call from many processes at once."""
         self.saver.setup()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def close(self) -> None:
-        """Close the sync pool the saver owns (nothing it was given)."""
+        """Close the pools the saver owns (nothing it was given).
+
+        The sync pool closes at once. An async pool (opened when async graphs
+        used this saver) can only be closed on its event loop: when ``close``
+        runs inside that loop (a sync ``with`` block in async code), the close
+        is scheduled there and runs at the caller's next ``await``; otherwise
+        call ``await saver.aclose()``.
+        """
         self.saver.close()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._closing = loop.create_task(self.saver.aclose())
 
     async def aclose(self) -> None:
         """Close every pool the saver owns (nothing it was given)."""

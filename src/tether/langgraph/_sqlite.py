@@ -19,7 +19,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Collection, Iterator
-from typing import Any
+from typing import Any, Self
 
 from tether.backends.sqlite import SqliteSaver as _TetherSqliteSaver
 from tether.errors import ConfigError
@@ -97,6 +97,18 @@ class SqliteSaver(TetherLangGraphSaver):
     def setup(self) -> None:
         """Create or migrate the schema; idempotent (opening the saver already did)."""
         self.saver.setup()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def close(self) -> None:
         """Close the connections the saver opened (not a connection it was given)."""
