@@ -318,3 +318,22 @@ def test_waiting_edge_runs_the_target_once_after_all_sources() -> None:
     step1 = next(s for s in app.get_state_history(cfg()) if s.metadata["step"] == 1)
     tup = app.checkpointer.get_tuple(step1.config)  # type: ignore[union-attr]
     assert tup.checkpoint["channel_values"]["join:a+b2:join"] == ["a"]
+
+
+async def test_node_may_take_the_config() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def node(state: ListState, config: dict[str, Any]) -> dict[str, Any]:
+        seen.append(config["configurable"])
+        return {"items": [config["configurable"]["user"]]}
+
+    g = StateGraph(ListState)
+    g.add_node("a", node)
+    g.add_edge(START, "a")
+    app = g.compile(checkpointer=tether.InMemorySaver())
+    conf = {"configurable": {"thread_id": "c", "user": "ann"}}
+    assert app.invoke({"items": []}, conf)["items"] == ["ann"]
+    assert (await app.ainvoke({"items": []}, conf))["items"] == ["ann", "ann"]
+    assert seen[0]["thread_id"] == "c"
+    assert seen[0]["node"] == "a"
+    assert seen[0]["checkpoint_ns"].startswith("a:")

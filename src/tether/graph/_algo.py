@@ -93,6 +93,7 @@ class NodeSpec:
     retry: RetryPolicy | None = None
     input_channel: str | None = None  # read this channel instead of the state (START)
     subgraph: Any = None  # a CompiledStateGraph used as this node
+    wants_config: bool = False  # declared as fn(state, config)
     writers: list[Writer] = field(default_factory=list)
 
 

@@ -95,7 +95,9 @@ class StateGraph:
     ) -> StateGraph:
         """Add a node: ``add_node("name", fn)`` or ``add_node(fn)`` (named after ``fn``).
 
-        ``fn`` takes the state and returns a partial update (dict), a
+        ``fn`` takes the state (and, if it has a parameter named ``config``,
+        the run's config with ``thread_id``, ``checkpoint_ns``, ``task_id``,
+        ``step`` and ``node`` under ``configurable``) and returns a partial update (dict), a
         :class:`~tether.graph.Command` or ``None``; it may be ``async``. A
         compiled graph is accepted as ``fn`` and runs as a subgraph.
         """
@@ -199,6 +201,7 @@ class StateGraph:
                 is_async=sub is None and inspect.iscoroutinefunction(action),
                 retry=retry,
                 subgraph=sub,
+                wants_config=sub is None and _wants_config(action),
             )
         for a, b in self.edges:
             if b != END:
@@ -230,6 +233,13 @@ class StateGraph:
 
 def _channel_factory(schema: StateSchema, key: str) -> Callable[[], Channel]:
     return lambda: schema.channel(key)
+
+
+def _wants_config(fn: Callable[..., Any]) -> bool:
+    try:
+        return "config" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _barrier(name: str, sources: Sequence[str]) -> Callable[[], Channel]:

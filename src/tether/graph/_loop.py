@@ -323,6 +323,19 @@ class Run:
             replaying=self.replaying,
         )
 
+    def node_config(self, task: Task) -> dict[str, Any]:
+        """What a node declared as ``fn(state, config)`` receives."""
+        config = dict(self.user_config)
+        config["configurable"] = {
+            **(self.user_config.get("configurable") or {}),
+            "thread_id": self.thread_id,
+            "checkpoint_ns": task.ns,
+            "task_id": task.id,
+            "step": self.step + 1,
+            "node": task.name,
+        }
+        return config
+
     def task_writes(self, task: Task, ret: Any) -> list[tuple[str, Any]]:
         """A node's return value (dict, Command or None) and its edges as writes."""
         schema = self.program.schema
@@ -401,13 +414,21 @@ def goto_writes(goto: Sequence[Any]) -> list[tuple[str, Any]]:
 # --- running one task ---------------------------------------------------------------
 
 
-def _failure_writes(run: Run, task: Task, exc: BaseException) -> list[tuple[str, Any]]:
+def _failure_writes(exc: BaseException) -> list[tuple[str, Any]]:
     if isinstance(exc, GraphInterrupt):
         return [(INTERRUPT, encode_interrupts(exc.interrupts))]
     return [(ERROR, encode_error(exc))]
 
 
+def _args(run: Run, task: Task) -> tuple[Any, ...]:
+    if task.node.wants_config:
+        return (task.input, run.node_config(task))
+    return (task.input,)
+
+
 def _call_sync(run: Run, task: Task) -> list[tuple[str, Any]]:
+    if task.node.is_async:
+        raise ConfigError(f"node {task.name!r} is async; run the graph with ainvoke()/astream()")
     ctx = run.context(task)
     policy = task.node.retry
     attempt = 0
@@ -416,14 +437,10 @@ def _call_sync(run: Run, task: Task) -> list[tuple[str, Any]]:
         ctx.counter = 0
         token = current_task.set(ctx)
         try:
-            if task.node.is_async:
-                raise ConfigError(
-                    f"node {task.name!r} is async; run the graph with ainvoke()/astream()"
-                )
             if task.node.subgraph is not None:
                 ret = task.node.subgraph.invoke(task.input)
             else:
-                ret = task.node.func(task.input)
+                ret = task.node.func(*_args(run, task))
             return run.task_writes(task, ret)
         except GraphInterrupt:
             raise
@@ -447,11 +464,11 @@ async def _call_async(run: Run, task: Task) -> list[tuple[str, Any]]:
             if task.node.subgraph is not None:
                 ret = await task.node.subgraph.ainvoke(task.input)
             elif task.node.is_async:
-                ret = await task.node.func(task.input)
+                ret = await task.node.func(*_args(run, task))
             else:
                 # sync nodes run in a worker thread, with this task's context
                 cv = contextvars.copy_context()
-                ret = await asyncio.to_thread(cv.run, task.node.func, task.input)
+                ret = await asyncio.to_thread(cv.run, task.node.func, *_args(run, task))
             return run.task_writes(task, ret)
         except GraphInterrupt:
             raise
@@ -510,7 +527,7 @@ def run_sync(
                 try:
                     writes = _call_sync(run, task)
                 except Exception as exc:
-                    writes = _failure_writes(run, task, exc)
+                    writes = _failure_writes(exc)
                     if not isinstance(exc, GraphInterrupt):
                         run.errors[task.id] = exc
                 run.record(task, writes)
@@ -586,7 +603,7 @@ async def run_async(
                 try:
                     writes = await _call_async(run, task)
                 except Exception as exc:
-                    writes = _failure_writes(run, task, exc)
+                    writes = _failure_writes(exc)
                     if not isinstance(exc, GraphInterrupt):
                         run.errors[task.id] = exc
                 run.record(task, writes)
