@@ -100,6 +100,7 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
         d = _zstd.d = zstandard.ZstdDecompressor()
     return d
 
+
 EncodedValue: TypeAlias = tuple[str, int, bytes]
 """``(type, encoding, payload)`` as stored in a blob or write row."""
 
@@ -182,8 +183,10 @@ class BlobCodec:
         task_id: str | None = None,
     ) -> Any:
         """Decode one stored value; errors name thread, checkpoint and channel."""
-        where = _where(address, channel, task_id)
-        data = self.decode_bytes(encoding, payload, where=where)
+        if encoding == ENCODING_PLAIN and type(payload) is bytes:
+            data = payload  # the common case: no copy, no message built in advance
+        else:
+            data = self.decode_bytes(encoding, payload, where=_where(address, channel, task_id))
         return decode_value(serde, tag, data, address=address, channel=channel, task_id=task_id)
 
 

@@ -123,8 +123,12 @@ ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
    AND w.checkpoint_id = p.checkpoint_id
 """
 
-_GET_LATEST = _READ.format(where="WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
-_GET_BY_ID = _READ.format(
+# One checkpoint has no duplicate blob keys: skip the DISTINCT (a temp b-tree).
+_READ_ONE = _READ.replace("SELECT DISTINCT p.thread_id AS t", "SELECT p.thread_id AS t").replace(
+    "k AS MATERIALIZED", "k AS NOT MATERIALIZED"
+)
+_GET_LATEST = _READ_ONE.format(where="WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
+_GET_BY_ID = _READ_ONE.format(
     where="WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?"
 )
 
