@@ -1,0 +1,155 @@
+"""Real LangGraph graphs with the official savers vs tether's drop-ins, in one run.
+
+    python -m bench langgraph         (or: python -m bench.bench_langgraph [--quick])
+
+The W1 chat graph: a LangGraph ``StateGraph`` with ``add_messages`` state and
+one node that answers; each of N = 300 invokes sends one ~500-byte human
+message on one thread (so the history grows as a chat does). Timed per invoke
+(median), in ``durability="sync"`` and ``"async"``, with:
+
+* the official ``SqliteSaver`` vs ``tether.langgraph.SqliteSaver`` (a file each);
+* the official ``PostgresSaver`` vs ``tether.langgraph.PostgresSaver`` (a fresh
+  database each on the server in ``TETHER_TEST_PG_DSN``).
+
+Bytes stored: SQLite ``page_count * page_size``; Postgres the total relation
+size of the store's tables. Ratio = official / tether.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from psycopg.rows import dict_row
+
+from bench._workloads import ratio
+from tether.langgraph import PostgresSaver, SqliteSaver
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DSN = os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+TEXT = ("the quick brown fox jumps over the lazy dog " * 12)[:480]
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+def _answer(state: Chat) -> dict[str, Any]:
+    return {"messages": [AIMessage(f"noted ({len(state['messages'])} so far)")]}
+
+
+def _graph(saver: Any) -> Any:
+    g = StateGraph(Chat)
+    g.add_node("answer", _answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile(checkpointer=saver)
+
+
+def _drive(saver: Any, n: int, durability: str) -> float:
+    graph = _graph(saver)
+    cfg = {"configurable": {"thread_id": f"chat-{durability}"}}
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        graph.invoke({"messages": [HumanMessage(f"{i}: {TEXT}")]}, cfg, durability=durability)
+        times.append(time.perf_counter() - t0)
+    assert len(graph.get_state(cfg).values["messages"]) == 2 * n
+    return statistics.median(times) * 1000
+
+
+def _sqlite_bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return int(pages * size)
+
+
+@contextmanager
+def _database(name: str) -> Iterator[str]:
+    with psycopg.connect(DSN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = psycopg.conninfo.make_conninfo(DSN, dbname=name)
+    try:
+        yield url
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _pg_bytes(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _row(store: str, durability: str, metric: str, t: float, o: float) -> dict[str, Any]:
+    return {
+        "store": store,
+        "durability": durability,
+        "metric": metric,
+        "tether": round(t, 3),
+        "langgraph": round(o, 3),
+        "ratio": ratio(o, t),
+    }
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    n = 40 if quick else 300
+    rows: list[dict[str, Any]] = []
+    for durability in ("sync", "async"):
+        with tempfile.TemporaryDirectory() as tmp:
+            opath, tpath = Path(tmp) / "official.db", Path(tmp) / "tether.db"
+            conn = sqlite3.connect(opath, check_same_thread=False)
+            official = OfficialSqliteSaver(conn)
+            official.setup()
+            o_ms = _drive(official, n, durability)
+            conn.close()
+            with SqliteSaver.from_conn_string(str(tpath)) as saver:
+                t_ms = _drive(saver, n, durability)
+            rows.append(_row("sqlite", durability, "ms_per_invoke", t_ms, o_ms))
+            rows.append(
+                _row("sqlite", durability, "bytes", _sqlite_bytes(tpath), _sqlite_bytes(opath))
+            )
+        with _database("tether_bench_official") as ourl, _database("tether_bench_tether") as turl:
+            with psycopg.connect(
+                ourl, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            ) as conn:
+                official = OfficialPostgresSaver(conn)  # type: ignore[arg-type]
+                official.setup()
+                o_ms = _drive(official, n, durability)
+            with PostgresSaver.from_conn_string(turl) as saver:
+                saver.setup()
+                t_ms = _drive(saver, n, durability)
+            rows.append(_row("postgres", durability, "ms_per_invoke", t_ms, o_ms))
+            rows.append(_row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl)))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "langgraph.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    from bench.__main__ import table
+
+    print(table(run(quick="--quick" in sys.argv)))
