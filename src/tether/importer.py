@@ -90,6 +90,17 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # --- store URLs -----------------------------------------------------------------------
 
 
+def _redact(url: str) -> str:
+    """A libpq URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        host = parts.hostname or ""
+        user = parts.username or ""
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
 @dataclass(frozen=True, slots=True)
 class StoreURL:
     """Where a store lives, as named on the command line.
@@ -104,7 +115,9 @@ class StoreURL:
     original: str = ""
 
     def __str__(self) -> str:
-        return self.original or self.location
+        # Messages and summaries show the name without its password.
+        text = self.original or self.location
+        return _redact(text) if self.kind == "postgres" else text
 
 
 def parse_store_url(url: str) -> StoreURL:
@@ -423,7 +436,7 @@ class _OfficialPostgres:
         self._psycopg = psycopg
         self._translate = translate
         self.schema = check_schema_name(url.schema)
-        self.where = f"{_redact(url.location)} (schema {self.schema})"
+        self.where = f"{url} (schema {self.schema})"
         self.serde = serde
         try:
             self.conn = psycopg.connect(url.location, connect_timeout=10)
@@ -569,17 +582,6 @@ class _OfficialPostgres:
         self.conn.close()
 
 
-def _redact(url: str) -> str:
-    """A libpq URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        user = parts.username or ""
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
 # --- the import -------------------------------------------------------------------------
 
 
@@ -617,6 +619,33 @@ def _target(saver: Any) -> BaseCheckpointSaver:
     )
 
 
+def _batches(writes: Sequence[_Write]) -> list[list[tuple[str, Any]]]:
+    """``put_writes`` batches that store one task's writes under their original indexes.
+
+    ``put_writes`` gives an ordinary write its position in the batch as index
+    and a special one (``__interrupt__``, ``__resume__``, ...) a fixed negative
+    index. LangGraph often sends both kinds in one batch, so the ordinary
+    writes of a task can start at 1 or have gaps; each position without an
+    ordinary write is filled with one of the task's special writes (a repeat
+    of one replaces it with the same value). Indexes matter beyond order: a
+    resumed run writes a task's writes again, and only equal indexes make
+    that a no-op instead of a second copy.
+    """
+    ordinary = sorted((w for w in writes if w.channel not in WRITES_IDX_MAP), key=lambda w: w.idx)
+    special = [(w.channel, w.value) for w in writes if w.channel in WRITES_IDX_MAP]
+    if not ordinary:
+        return [special]
+    idxs = [w.idx for w in ordinary]
+    slots = idxs[-1] + 1 if idxs[0] >= 0 else 0
+    if idxs == list(range(len(idxs))) or not special or slots - len(idxs) > 4 * len(special):
+        # Dense from 0 (the usual case), or gaps nothing can fill: stored order kept.
+        return [[(w.channel, w.value) for w in ordinary], *([special] if special else [])]
+    at = {w.idx: (w.channel, w.value) for w in ordinary}
+    fillers = iter(special * (slots // len(special) + 1))
+    batch = [at[i] if i in at else next(fillers) for i in range(slots)]
+    return [batch, special]
+
+
 def _replay(target: BaseCheckpointSaver, thread_id: str, record: _Record) -> int:
     ckpt = record.checkpoint
     versions = dict(ckpt.get("channel_versions") or {})
@@ -632,15 +661,8 @@ def _replay(target: BaseCheckpointSaver, thread_id: str, record: _Record) -> int
     for w in record.writes:
         tasks.setdefault((w.task_path, w.task_id), []).append(w)
     for (task_path, task_id), writes in tasks.items():
-        # Ordinary writes as one batch in stored order (their index is their
-        # position, as when LangGraph wrote them), special ones after: their
-        # index is fixed by channel.
-        ordinary = [(w.channel, w.value) for w in writes if w.channel not in WRITES_IDX_MAP]
-        special = [(w.channel, w.value) for w in writes if w.channel in WRITES_IDX_MAP]
-        if ordinary:
-            target.put_writes(at, ordinary, task_id, task_path)
-        if special:
-            target.put_writes(at, special, task_id, task_path)
+        for batch in _batches(writes):
+            target.put_writes(at, batch, task_id, task_path)
     return len(record.writes)
 
 

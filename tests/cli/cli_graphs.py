@@ -129,7 +129,7 @@ def histories(checkpointer: BaseCheckpointSaver[Any]) -> dict[str, Any]:
             t.checkpoint,
             t.metadata,
             t.parent_config,
-            sorted(t.pending_writes or [], key=repr),
+            t.pending_writes,  # in (task_path, task_id, idx) order in every saver
         )
         for t in checkpointer.list(None)
     ]

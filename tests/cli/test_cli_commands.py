@@ -284,8 +284,9 @@ def test_postgres_store(
 
 @pytest.mark.postgres
 def test_postgres_unreachable() -> None:
-    message = error(run("threads", "postgresql://nobody@127.0.0.1:1/none"))
-    assert "connecting to postgresql://nobody@127.0.0.1:1/none" in message
+    message = error(run("threads", "postgresql://nobody:secret@127.0.0.1:1/none"))
+    assert "connecting to postgresql://nobody:***@127.0.0.1:1/none" in message
+    assert "secret" not in message
 
 
 @pytest.mark.postgres

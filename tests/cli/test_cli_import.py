@@ -61,6 +61,13 @@ def test_sqlite_import_answers_as_the_official_store(
     assert after == before
     # The source was only read.
     assert _digest(source) == digest
+    # Each write kept its task, task path, index and channel.
+    cols = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel"
+    with sqlite3.connect(source) as off, sqlite3.connect(target) as ours:
+        theirs = sorted(off.execute(f"SELECT {cols} FROM writes"))
+        mine = sorted(ours.execute(f"SELECT {cols} FROM checkpoint_writes"))
+    assert mine == theirs
+    assert any(row[4] for row in mine)  # the scenario has tasks with a path
 
 
 def test_sqlite_import_again_duplicates_nothing(
@@ -155,6 +162,7 @@ def test_store_urls() -> None:
         "s1",
         "postgresql://u:secret@h:5/db?sslmode=disable",
     )
+    assert "secret" not in str(pg)  # names in messages and summaries hide the password
     assert parse_store_url("postgres://h/db").schema == "public"
     for bad in ("", "sqlite:", "sqlite://host/x.db", "postgresql://h/db?schema="):
         with pytest.raises(ConfigError):
@@ -230,6 +238,7 @@ def test_postgres_import_answers_as_the_official_store(
         rows = _pg_rows(url, "imported")
         second = import_store(url + "?schema=public", saver)
         assert _pg_rows(url, "imported") == rows
+        assert _pg_writes(url, "imported") == _pg_writes(url, "public")
     assert _counts(first) == _counts(second)
     assert first.checkpoints == len(before["tuples"])
     with tlg.PostgresSaver.from_conn_string(url, schema="imported", pool_size=2) as drop_in:
@@ -281,3 +290,33 @@ def _pg_rows(url: str, schema: str) -> dict[str, int]:
             t: conn.execute(f"SELECT count(*) FROM {schema}.{t}").fetchone()[0]  # type: ignore[index]
             for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
         }
+
+
+def _pg_writes(url: str, schema: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    cols = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel"
+    with psycopg.connect(url) as conn:
+        return sorted(conn.execute(f"SELECT {cols} FROM {schema}.checkpoint_writes").fetchall())
+
+
+def test_write_batches_keep_indexes() -> None:
+    from tether.importer import _batches, _Write
+
+    def w(idx: int, channel: str) -> _Write:
+        return _Write("t", "", idx, channel, channel.upper())
+
+    # LangGraph sent [__resume__, a, b]: a and b at 1 and 2.
+    batches = _batches([w(-4, "__resume__"), w(1, "a"), w(2, "b")])
+    assert batches == [
+        [("__resume__", "__RESUME__"), ("a", "A"), ("b", "B")],
+        [("__resume__", "__RESUME__")],
+    ]
+    # Dense from 0: one batch of ordinary writes, then the special ones.
+    assert _batches([w(0, "a"), w(1, "b"), w(-3, "__interrupt__")]) == [
+        [("a", "A"), ("b", "B")],
+        [("__interrupt__", "__INTERRUPT__")],
+    ]
+    # A gap nothing can fill: the order is kept.
+    assert _batches([w(0, "a"), w(5, "b")]) == [[("a", "A"), ("b", "B")]]
+    assert _batches([w(-3, "__interrupt__")]) == [[("__interrupt__", "__INTERRUPT__")]]
