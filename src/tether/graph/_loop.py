@@ -385,13 +385,14 @@ class Run:
             self.interrupted_by = "after"
         return put
 
-    def updates(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def updates(self) -> list[dict[str, Any]]:
+        """One ``{node: update}`` chunk per task that finished this step, in path order."""
+        out: list[dict[str, Any]] = []
         for t in self.tasks:
-            if t.name == START:
+            if t.name == START or any(ch in (ERROR, INTERRUPT) for ch, _ in t.writes):
                 continue
             vals = {ch: v for ch, v in t.writes if ch in self.program.schema.hints}
-            out[t.name] = vals or None
+            out.append({t.name: vals or None})
         return out
 
     def output(self) -> dict[str, Any]:
@@ -541,8 +542,9 @@ def run_sync(
                 futures = [pool.submit(contextvars.copy_context().run, work, t) for t in todo]
                 for f in futures:
                     f.result()
-            if "updates" in modes and not run.failure and (chunk := run.updates()):
-                yield ("updates", chunk)
+            if "updates" in modes:
+                for chunk in run.updates():
+                    yield ("updates", chunk)
             put = run.finish_step(graph.interrupt_after)
             if put is None:
                 break
@@ -611,8 +613,9 @@ async def run_async(
 
             if todo:
                 await asyncio.gather(*(work(t) for t in todo))
-            if "updates" in modes and not run.failure and (chunk := run.updates()):
-                yield ("updates", chunk)
+            if "updates" in modes:
+                for chunk in run.updates():
+                    yield ("updates", chunk)
             put = run.finish_step(graph.interrupt_after)
             if put is None:
                 break
