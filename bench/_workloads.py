@@ -140,3 +140,20 @@ def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, flo
 
 def ratio(official: float, tether: float) -> float:
     return round(official / tether, 2) if tether else float("inf")
+
+
+def w3_history(saver: Saver, n: int, thread_id: str = "w3") -> dict[str, float]:
+    """N checkpoints of a few small channels, each with three pending writes; list them all."""
+    cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    prev = None
+    for i in range(n):
+        ckpt = _checkpoint(prev)
+        nv = _advance(saver, ckpt, {"step": i, "route": f"node-{i % 4}", "done": False})
+        cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
+        saver.put_writes(cfg, [("step", i), ("route", "x"), ("done", i % 2 == 0)], f"task-{i}")
+        prev = ckpt
+    latest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    got = list(saver.list(latest))
+    assert len(got) == n
+    assert all(len(t.pending_writes) == 3 for t in got)
+    return {"list_ms": median_ms(lambda: sum(1 for _ in saver.list(latest)), 7)}

@@ -2,7 +2,8 @@
 
     python -m bench sqlite            (or: python -m bench.bench_sqlite [--quick])
 
-Workloads W1 (chat, N = 100, 300, 1,000) and W2 (2,000 threads x 5) from
+Workloads W1 (chat, N = 100, 300, 1,000), W2 (2,000 threads x 5) and W3
+(listing 1,000 small checkpoints with three pending writes each) from
 :mod:`bench._workloads`, each on a fresh file per saver in one temporary
 directory. Bytes on disk are ``page_count * page_size`` after a WAL checkpoint.
 Ratios are official / tether (above 1: tether is faster or smaller). Both use
@@ -22,7 +23,7 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 
-from bench._workloads import ratio, w1_chat, w2_threads
+from bench._workloads import ratio, w1_chat, w2_threads, w3_history
 from tether import SqliteSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -99,6 +100,25 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 "tether": round(t["get_ms"], 3),
                 "langgraph": round(o["get_ms"], 3),
                 "ratio": ratio(o["get_ms"], t["get_ms"]),
+            }
+        )
+        n3 = 200 if quick else 1000
+        got = {}
+        for name, open_ in (("tether", _tether), ("langgraph", _official)):
+            path = Path(tmp) / f"w3-{name}.db"
+            saver, close = open_(path)
+            try:
+                got[name] = w3_history(saver, n3)
+            finally:
+                close()
+        t, o = got["tether"], got["langgraph"]
+        rows.append(
+            {
+                "workload": f"W3 {n3} small checkpoints x 3 writes",
+                "metric": "list_ms",
+                "tether": round(t["list_ms"], 3),
+                "langgraph": round(o["list_ms"], 3),
+                "ratio": ratio(o["list_ms"], t["list_ms"]),
             }
         )
     RESULTS.mkdir(exist_ok=True)

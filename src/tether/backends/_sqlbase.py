@@ -319,7 +319,7 @@ def build_tuple(
     parent_id: str | None,
     head: tuple[str, bytes],
     metadata: str | bytes | None,
-    versions: Mapping[str, str],
+    versions: Mapping[str, str] | None,
     blobs: Mapping[BlobKey, EncodedValue],
     writes: Sequence[WriteRecord],
 ) -> CheckpointTuple:
@@ -330,7 +330,8 @@ def build_tuple(
         parent_id: the ``parent_checkpoint_id`` column.
         head: ``(type, bytes)`` of the checkpoint without its channel values.
         metadata: the JSON metadata column.
-        versions: channel -> version (text) of the checkpoint.
+        versions: channel -> version (text) of the checkpoint; ``None`` takes
+            them from the decoded head.
         blobs: blob rows fetched for the page (a channel whose blob is absent
             or was stored as empty is absent from ``channel_values``).
         writes: the checkpoint's pending writes, already in contract order.
@@ -341,28 +342,35 @@ def build_tuple(
             f"stored checkpoint head is a {type(checkpoint).__name__}, not a dict",
             context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
         )
+    if versions is None:
+        stored = checkpoint.get("channel_versions") or {}
+        versions = {str(k): str(v) for k, v in stored.items()}
+    loads = serde.loads_typed
+
+    def value(
+        tag: str, encoding: int, payload: bytes | None, channel: str, task_id: str | None
+    ) -> Any:
+        # The common case (plain bytes) goes straight to the serializer; the
+        # error path still names thread, namespace, checkpoint and channel.
+        if encoding == ENCODING_PLAIN and type(payload) is bytes:
+            try:
+                return loads((tag, payload))
+            except DecodeError:
+                pass  # decode again below, where the error gets its context
+        return codec.decode(
+            serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+        )
+
     values: dict[str, Any] = {}
     tid, ns = address.thread_id, address.checkpoint_ns
     for channel, version in versions.items():
         blob = blobs.get((tid, ns, channel, version))
         if blob is None or blob[0] == EMPTY_TAG:
             continue
-        values[channel] = codec.decode(serde, *blob, address=address, channel=channel)
+        values[channel] = value(blob[0], blob[1], blob[2], channel, None)
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
-        (
-            w.task_id,
-            w.channel,
-            codec.decode(
-                serde,
-                w.type,
-                w.encoding,
-                w.value,
-                address=address,
-                channel=w.channel,
-                task_id=w.task_id,
-            ),
-        )
+        (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))
         for w in writes
     ]
     parent = address.with_id(parent_id).to_config() if parent_id else None

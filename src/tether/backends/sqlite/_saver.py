@@ -60,7 +60,6 @@ from tether.backends._sqlbase import (
     WriteRecord,
     build_tuple,
     group_writes,
-    versions_from_json,
     versions_to_json,
 )
 from tether.backends.sqlite._conn import ConnectionManager, Synchronous, translate_errors
@@ -83,7 +82,7 @@ _List = list  # the saver has a method named list
 
 # One listed checkpoint before decoding: row, versions, the page's blobs, its writes.
 _Raw = tuple[
-    Sequence[Any], Mapping[str, str], Mapping[BlobKey, EncodedValue], Sequence[WriteRecord]
+    Sequence[Any], Mapping[str, str] | None, Mapping[BlobKey, EncodedValue], Sequence[WriteRecord]
 ]
 
 #: Checkpoints per ``list`` page (one read snapshot, three queries).
@@ -150,9 +149,7 @@ def _split(rows: Iterable[Sequence[Any]]) -> list[_Raw]:
             )
     heads.sort(key=lambda h: (h[2], h[0], h[1]), reverse=True)
     grouped = group_writes(writes)
-    return [
-        (h, versions_from_json(h[6]), blobs, grouped.get((h[0], h[1], h[2]), ())) for h in heads
-    ]
+    return [(h, None, blobs, grouped.get((h[0], h[1], h[2]), ())) for h in heads]
 
 
 # Blobs of one thread that no checkpoint of that thread refers to. The
@@ -326,7 +323,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     def _build(
         self,
         row: Sequence[Any],
-        versions: Mapping[str, str],
+        versions: Mapping[str, str] | None,
         blobs: Mapping[BlobKey, EncodedValue],
         writes: Sequence[WriteRecord],
     ) -> CheckpointTuple:
