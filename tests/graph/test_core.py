@@ -337,3 +337,12 @@ async def test_node_may_take_the_config() -> None:
     assert seen[0]["thread_id"] == "c"
     assert seen[0]["node"] == "a"
     assert seen[0]["checkpoint_ns"].startswith("a:")
+
+
+def test_routing_to_an_unknown_node_is_reported() -> None:
+    g = StateGraph(ListState)
+    g.add_node("a", lambda s: {"items": ["a"]})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: "nowhere")
+    with pytest.raises(ConfigError, match="routed to unknown node 'nowhere'"):
+        g.compile().invoke({"items": []})

@@ -8,11 +8,11 @@ One superstep, as in the chapter:
    for it in ``versions_seen``. Only nodes listening to ``updated_channels``
    (the channels the previous step changed) are examined.
 2. The loop runs the tasks (in parallel) and collects each task's writes.
-3. :func:`apply_writes` — writes are applied in task-path order (not finish
-   order), so the result is deterministic; every channel that changed gets the
-   version after the highest current one (``saver.get_next_version``); the
-   channels nobody wrote are told a step passed (edge triggers and the send
-   topic clear themselves).
+3. :func:`apply_writes` — barriers the tasks fired on are used up; the writes
+   are applied in task-path order (not finish order), so the result is
+   deterministic; every channel that changed gets the version after the
+   highest current one (``saver.get_next_version``); the channels nobody wrote
+   are told a step passed (edge triggers and the send topic clear themselves).
 4. :func:`create_checkpoint` snapshots the channels into a v4
    :class:`~tether.checkpoint.Checkpoint`.
 

@@ -354,6 +354,15 @@ class Run:
             for writer in node.writers:
                 writes.extend(writer(after, ret))
             writes.extend(goto_writes(goto))
+        for ch, value in writes:
+            if ch not in self.program.channel_factories or (
+                ch == TASKS and value.node not in self.program.nodes
+            ):
+                target = value.node if ch == TASKS else ch.removeprefix("branch:to:")
+                raise ConfigError(
+                    f"node {task.name!r} routed to unknown node {target!r}; "
+                    f"nodes: {', '.join(n for n in self.program.nodes if n != START)}"
+                )
         return writes or [(NO_WRITES, None)]
 
     def record(self, task: Task, writes: list[tuple[str, Any]]) -> None:
