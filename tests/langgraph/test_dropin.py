@@ -256,15 +256,13 @@ DICT_ROWS_BUG = (
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize(
-    "rows",
-    [
-        "tuple_row",
-        pytest.param("dict_row", marks=pytest.mark.xfail(reason=DICT_ROWS_BUG, strict=True)),
-    ],
-)
-async def test_postgres_from_a_langgraph_style_connection(pg_dsn: str, rows: str) -> None:
+@pytest.mark.parametrize("rows", ["tuple_row", "dict_row"])
+async def test_postgres_from_a_langgraph_style_connection(
+    pg_dsn: str, rows: str, request: pytest.FixtureRequest
+) -> None:
     """As LangGraph's docs open one: autocommit, prepare_threshold=0, dict rows."""
+    if rows == "dict_row" and request.getfixturevalue("pg_dict_row_bug"):
+        request.applymarker(pytest.mark.xfail(reason=DICT_ROWS_BUG, strict=True))
     factory = dict_row if rows == "dict_row" else tuple_row
     with psycopg.Connection.connect(
         pg_dsn, autocommit=True, prepare_threshold=0, row_factory=factory

@@ -29,8 +29,9 @@ from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as OfficialAsyncPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as OfficialAsyncSqliteSaver
+from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.types import Command, Interrupt, Send, StateSnapshot, interrupt
+from langgraph.types import Command, Interrupt, Overwrite, Send, StateSnapshot, interrupt
 from lg_savers import BACKENDS, aopen_saver, open_saver
 
 from tether.langgraph import TetherLangGraphSaver
@@ -456,6 +457,99 @@ async def scenario_messages(r: Runner) -> dict[str, Any]:
     }
 
 
+async def scenario_command(r: Runner) -> dict[str, Any]:
+    """Nodes route with Command(update=..., goto=...), incl. a Send; Overwrite resets a reducer."""
+
+    def route(state: Chain) -> Command[Any]:
+        return Command(update={"log": ["route"]}, goto=["left", Send("right", {"x": 7})])
+
+    def left(state: Chain) -> Command[Any]:
+        return Command(update={"log": ["left"]}, goto="reset")
+
+    def right(state: Chain) -> Chain:
+        return {"log": [f"right:{state['x']}"]}
+
+    def reset(state: Chain) -> Chain:
+        return {"log": Overwrite([f"reset after {len(state['log'])}"]), "x": 1}  # type: ignore[typeddict-item]
+
+    builder = StateGraph(Chain)
+    builder.add_node("route", route, destinations=("left", "right"))
+    builder.add_node("left", left, destinations=("reset",))
+    builder.add_node("right", right)
+    builder.add_node("reset", reset)
+    builder.add_edge(START, "route")
+    builder.add_edge("reset", END)
+    graph = r.compile(builder)
+
+    out = await r.invoke(graph, {"log": ["in"]})
+    return {"out": out, "history": trace_history(await r.history(graph))}
+
+
+async def scenario_breakpoints(r: Runner) -> dict[str, Any]:
+    """Two parallel interrupts resumed at once by id; a static interrupt_before breakpoint."""
+
+    def ask(name: str) -> Callable[[Chain], Chain]:
+        def node(state: Chain) -> Chain:
+            return {"log": [f"{name}={interrupt(f'{name}?')}"]}
+
+        return node
+
+    def review(state: Chain) -> Chain:
+        return {"log": ["reviewed"]}
+
+    builder = StateGraph(Chain)
+    builder.add_node("ask_a", ask("a"))
+    builder.add_node("ask_b", ask("b"))
+    builder.add_node("review", review)
+    builder.add_edge(START, "ask_a")
+    builder.add_edge(START, "ask_b")
+    builder.add_edge(["ask_a", "ask_b"], "review")
+    builder.add_edge("review", END)
+    graph = builder.compile(checkpointer=r.checkpointer, interrupt_before=["review"])
+
+    await r.invoke(graph, {"log": ["in"]})
+    waiting = await r.state(graph)
+    answers = {i.id: f"answer-{i.value}" for i in waiting.interrupts}
+    at_breakpoint = await r.invoke(graph, Command(resume=answers))
+    before_review = await r.state(graph)
+    done = await r.invoke(graph, None)
+    return {
+        "waiting": snapshot(waiting, {}),
+        "at_breakpoint": _plain(at_breakpoint),
+        "before_review": snapshot(before_review, {}),
+        "done": done,
+        "history": trace_history(await r.history(graph)),
+    }
+
+
+async def scenario_functional(r: Runner) -> dict[str, Any]:
+    """The functional API: @task results are checkpointed, interrupt inside an @entrypoint."""
+
+    @task
+    def double(n: int) -> int:
+        r.count("double")
+        return n * 2
+
+    @entrypoint(checkpointer=r.checkpointer)
+    def workflow(n: int, *, previous: Any = None) -> Any:
+        doubled = [f.result() for f in [double(n), double(n + 1)]]
+        approved = interrupt({"doubled": doubled})
+        return entrypoint.final(
+            value={"doubled": doubled, "approved": approved}, save=(previous or 0) + 1
+        )
+
+    first = await r.invoke(workflow, 5)
+    resumed = await r.invoke(workflow, Command(resume=True))
+    again = await r.invoke(workflow, 1)
+    return {
+        "first": _plain(first),
+        "resumed": resumed,
+        "again": _plain(again),
+        "doubles": r.counts["double"],  # not re-run on resume: their results were saved
+        "history": trace_history(await r.history(workflow)),
+    }
+
+
 SCENARIOS: dict[str, Callable[[Runner], Awaitable[dict[str, Any]]]] = {
     "chain": scenario_chain,
     "interrupt": scenario_interrupt,
@@ -465,6 +559,9 @@ SCENARIOS: dict[str, Callable[[Runner], Awaitable[dict[str, Any]]]] = {
     "parallel_failure": scenario_parallel_failure,
     "send": scenario_send,
     "messages": scenario_messages,
+    "command": scenario_command,
+    "breakpoints": scenario_breakpoints,
+    "functional": scenario_functional,
 }
 
 
@@ -521,14 +618,42 @@ async def tether_saver(
 
 # --- the tests ------------------------------------------------------------------------------
 
-#: Differences found by these tests in a tether backend, until that backend is fixed.
-#: strict: the day the backend is fixed the test passes, fails as XPASS, and this goes.
+#: Where an official saver disagrees with LangGraph's own InMemorySaver (and tether).
+#: LangGraph's SqliteSaver stores the whole channel_values it is given, so in exit
+#: mode a functional-API checkpoint keeps an "__interrupt__" value in its state.
+OFFICIAL_QUIRKS = {("sqlite", "functional", "exit")}
+
+
+def _strip_interrupt_values(trace: Any) -> tuple[Any, int]:
+    """The trace without "__interrupt__" keys in snapshot values, and how many were dropped."""
+    dropped = 0
+
+    def walk(value: Any) -> Any:
+        nonlocal dropped
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                if k == "values" and isinstance(v, dict) and "__interrupt__" in v:
+                    dropped += 1
+                    v = {kk: vv for kk, vv in v.items() if kk != "__interrupt__"}
+                out[k] = walk(v)
+            return out
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return {**trace, "history": walk(trace["history"])}, dropped
+
+
+#: Differences these tests found in a tether backend: (probe fixture, what is wrong).
+#: The test is an expected failure only while the probe (conftest.py) finds the bug.
 KNOWN_BACKEND_BUGS = {
     ("postgres", "fork"): (
+        "pg_copy_fork_bug",
         "tether.backends.postgres loses an inline primitive channel when a checkpoint is put "
         "with an unchanged version and a parent that has another version of it, as "
         "update_state(as_node='__copy__') does (parent = the copied checkpoint's parent, "
-        "new_versions = {})"
+        "new_versions = {})",
     ),
 }
 
@@ -545,10 +670,9 @@ async def test_same_as_official(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    if (backend, scenario) in KNOWN_BACKEND_BUGS:
-        request.applymarker(
-            pytest.mark.xfail(reason=KNOWN_BACKEND_BUGS[backend, scenario], strict=True)
-        )
+    bug = KNOWN_BACKEND_BUGS.get((backend, scenario))
+    if bug is not None and request.getfixturevalue(bug[0]):
+        request.applymarker(pytest.mark.xfail(reason=bug[1], strict=True))
     thread = f"{scenario}-{uuid.uuid4().hex[:8]}"
     run = SCENARIOS[scenario]
     async with tether_saver(backend, mode, tmp_path, request) as saver:
@@ -556,4 +680,7 @@ async def test_same_as_official(
     async with official(backend, mode, tmp_path, request) as reference:
         theirs = await run(Runner(reference, mode, durability, thread))
     assert ours["history"], "the scenario left no history"
+    if (backend, scenario, durability) in OFFICIAL_QUIRKS:
+        theirs, dropped = _strip_interrupt_values(theirs)
+        assert dropped, "the official saver's quirk is gone: remove it from OFFICIAL_QUIRKS"
     assert ours == theirs
