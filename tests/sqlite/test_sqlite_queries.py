@@ -131,3 +131,29 @@ def test_reads_are_index_driven(saver: SqliteSaver) -> None:
                 steps = [p for p in plan if p.split()[1:2] == [table]]
                 assert steps, (name, table, plan)
                 assert all("INDEX" in p for p in steps), (name, plan)
+
+
+def test_thread_operations_collect_unreferenced_blobs(saver: SqliteSaver) -> None:
+    cfg, prev = thread("g"), None
+    for i in range(10):
+        # "big" changes every step, "same" only once: 10 + 1 + 10 blobs
+        values = {"big": [i] * 50, "step": i} if i else {"big": [0] * 50, "step": 0, "same": 1}
+        cfg, prev = step(saver, cfg, prev, values, {"source": "loop", "step": i, "run_id": f"r{i}"})
+        saver.put_writes(cfg, [("step", i)], f"task-{i}")
+    assert saver.stats()["blobs"] == 21
+    saver.prune(["g"], strategy="keep_last", keep=3)
+    stats = saver.stats()
+    assert (stats["checkpoints"], stats["writes"]) == (3, 3)
+    assert stats["blobs"] == 3 * 2 + 1  # the survivors' big/step, and "same" they still use
+    latest = saver.get_tuple(thread("g"))
+    assert latest is not None
+    assert latest.checkpoint["channel_values"] == {"big": [9] * 50, "step": 9, "same": 1}
+    saver.delete_for_runs(["r9"])
+    stats = saver.stats()
+    assert (stats["checkpoints"], stats["blobs"], stats["writes"]) == (2, 5, 2)
+    saver.copy_thread("g", "h")
+    saver.delete_thread("g")
+    stats = saver.stats()
+    assert (stats["checkpoints"], stats["blobs"], stats["writes"]) == (2, 5, 2)
+    saver.prune(["h"], strategy="delete")
+    assert saver.stats() | {"bytes": 0} == {"checkpoints": 0, "blobs": 0, "writes": 0, "bytes": 0}
