@@ -1,6 +1,6 @@
 """Child process of the crash test: one superstep of three parallel nodes on SQLite.
 
-Usage: ``python crash_worker.py DB EFFECTS DURABILITY start|resume [block]``.
+Usage: ``python crash_worker.py DB EFFECTS DURABILITY start|resume [block] [async]``.
 Every node appends ``<name>-start`` / ``<name>-done`` lines to EFFECTS, so the
 test counts executions across processes. With ``block``, node ``c`` never
 finishes: the test kills the process with SIGKILL once ``a`` and ``b`` are done
@@ -9,6 +9,7 @@ and their writes are stored.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import sys
@@ -32,6 +33,7 @@ def effect(path: str, line: str) -> None:
 def main() -> None:
     db, effects, durability, action = sys.argv[1:5]
     block = "block" in sys.argv[5:]
+    use_async = "async" in sys.argv[5:]
 
     def node(name: str) -> Any:
         def run(state: State) -> dict[str, Any]:
@@ -53,9 +55,11 @@ def main() -> None:
     with tether.SqliteSaver(db) as saver:
         app = g.compile(checkpointer=saver)
         config = {"configurable": {"thread_id": "crash"}}
-        out = app.invoke(
-            {"items": []} if action == "start" else None, config, durability=durability
-        )
+        start = {"items": []} if action == "start" else None
+        if use_async:  # the sync nodes then run in threads under asyncio
+            out = asyncio.run(app.ainvoke(start, config, durability=durability))
+        else:
+            out = app.invoke(start, config, durability=durability)
         print(json.dumps(out))
 
 

@@ -52,12 +52,14 @@ def run_worker(*args: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("durability", "runner"), [("sync", "sync"), ("async", "sync"), ("sync", "async")]
+)
 def test_sigkill_mid_superstep_resumes_only_the_unfinished_task(
-    tmp_path: Path, durability: str
+    tmp_path: Path, durability: str, runner: str
 ) -> None:
     db, side = tmp_path / "run.db", tmp_path / "effects.txt"
-    child = run_worker(str(db), str(side), durability, "start", "block")
+    child = run_worker(str(db), str(side), durability, "start", "block", runner)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -79,7 +81,7 @@ def test_sigkill_mid_superstep_resumes_only_the_unfinished_task(
     assert child.returncode == -signal.SIGKILL
     assert effects(side) == {"a-start": 1, "a-done": 1, "b-start": 1, "b-done": 1, "c-start": 1}
 
-    resumed = run_worker(str(db), str(side), durability, "resume")
+    resumed = run_worker(str(db), str(side), durability, "resume", runner)
     out, err = resumed.communicate(timeout=60)
     assert resumed.returncode == 0, err
     assert json.loads(out) == {"items": ["a", "b", "c", "d"]}
