@@ -646,14 +646,23 @@ def _batches(writes: Sequence[_Write]) -> list[list[tuple[str, Any]]]:
     return [batch, special]
 
 
-def _replay(target: BaseCheckpointSaver, thread_id: str, record: _Record) -> int:
+def _replay(
+    target: BaseCheckpointSaver,
+    thread_id: str,
+    record: _Record,
+    parent_versions: dict[str, Any] | None,
+) -> int:
     ckpt = record.checkpoint
     versions = dict(ckpt.get("channel_versions") or {})
     config = make_config(thread_id, record.ns, record.parent_id)
-    # Every channel of the checkpoint is written: a tether backend stores each
-    # (channel, version) once, so the repeats cost a rewrite, and the
-    # checkpoint never depends on its parent having been imported first.
-    target.put(config, ckpt, record.metadata, versions)  # type: ignore[arg-type]
+    if parent_versions is None:
+        new_versions = versions
+    else:
+        # What the LangGraph runtime passes: the channels that changed since the
+        # parent, which this import has just stored. The unchanged values are
+        # not encoded and written once more for every checkpoint.
+        new_versions = {c: v for c, v in versions.items() if parent_versions.get(c) != v}
+    target.put(config, ckpt, record.metadata, new_versions)  # type: ignore[arg-type]
     if not record.writes:
         return 0
     at = make_config(thread_id, record.ns, ckpt["id"])
@@ -724,9 +733,12 @@ def import_store(
         done = 0
         for thread_id in chosen:
             namespaces: set[str] = set()
+            # Channel versions of the checkpoints of this thread stored so far.
+            stored: dict[tuple[str, str], dict[str, Any]] = {}
             for record in source.records(thread_id):
+                parent = stored.get((record.ns, record.parent_id or ""))
                 try:
-                    summary.writes += _replay(target, thread_id, record)
+                    summary.writes += _replay(target, thread_id, record, parent)
                 except TetherError as exc:
                     if isinstance(exc, DecodeError | SchemaVersionError):
                         raise
@@ -734,6 +746,9 @@ def import_store(
                         f"importing checkpoint {record.checkpoint.get('id')} of thread "
                         f"{thread_id!r}: {exc}"
                     ) from exc
+                stored[(record.ns, record.checkpoint["id"])] = dict(
+                    record.checkpoint.get("channel_versions") or {}
+                )
                 namespaces.add(record.ns)
                 summary.checkpoints += 1
                 done += 1
