@@ -321,3 +321,88 @@ async def test_sync_opened_postgres_closes_its_async_pool_too(pg_dsn: str) -> No
     await saver._closing
     assert resources.owned_aio is None
     assert resources.owned_sync is None
+
+
+# --- sync calls from async code, many threads, a killed process -------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_sync_graph_on_the_loop_thread_of_an_async_opened_saver(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """LangGraph's AsyncSqliteSaver deadlocks here (sync-over-async bridge); tether has none."""
+    async with aopen_saver(backend, tmp_path, request) as saver:
+        graph = counter_graph(saver)
+        assert (await graph.ainvoke({}, cfg("t")))["n"] == 1
+        assert graph.invoke({}, cfg("t"))["n"] == 2  # blocking, on the loop thread
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_many_threads_share_one_saver(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = [f"t{i}" for i in range(8)]
+    with open_saver(backend, tmp_path, request) as saver:
+        graph = counter_graph(saver)
+
+        def run(thread: str) -> int:
+            for _ in range(5):
+                n = graph.invoke({}, cfg(thread))["n"]
+            return int(n)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert list(pool.map(run, threads)) == [5] * 8
+        for thread in threads:
+            assert len(list(graph.get_state_history(cfg(thread)))) == 15
+
+
+CRASH_SCRIPT = """
+import os, signal, sys
+from pathlib import Path
+from typing import Annotated, TypedDict
+import operator
+from langgraph.graph import END, START, StateGraph
+from tether.langgraph import SqliteSaver
+
+db, marks = sys.argv[1], Path(sys.argv[2])
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+def node(name):
+    def run(state):
+        with open(marks / name, "a") as f:
+            f.write("x")
+        if name == "b" and not (marks / "crashed").exists():
+            (marks / "crashed").touch()
+            os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no atexit, mid-step
+        return {"log": [name]}
+    return run
+
+b = StateGraph(S)
+for name in "abc":
+    b.add_node(name, node(name))
+b.add_edge(START, "a"); b.add_edge("a", "b"); b.add_edge("b", "c"); b.add_edge("c", END)
+with SqliteSaver.from_conn_string(db) as saver:
+    graph = b.compile(checkpointer=saver)
+    cfg = {"configurable": {"thread_id": "t"}}
+    state = graph.get_state(cfg)
+    out = graph.invoke(None if state.next else {"log": ["in"]}, cfg, durability="sync")
+    print(",".join(out["log"]))
+"""
+
+
+def test_resume_after_sigkill_in_a_new_process(tmp_path: Path) -> None:
+    """S6.1 through LangGraph: a process killed in node b; a new one resumes at b."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    argv = [sys.executable, "-c", textwrap.dedent(CRASH_SCRIPT), str(tmp_path / "c.db"), str(marks)]
+    first = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    assert first.returncode == -9, first.stderr
+    second = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "in,a,b,c"
+    runs = {name: (marks / name).read_text() for name in "abc"}
+    assert runs == {"a": "x", "b": "xx", "c": "x"}  # a was not run again
