@@ -112,6 +112,18 @@ def run_scenario(checkpointer: BaseCheckpointSaver[Any]) -> None:
     graph.invoke({"messages": [HumanMessage(content="hello", id="h3")], "parts": []}, two)
 
 
+async def arun_scenario(checkpointer: BaseCheckpointSaver[Any]) -> None:
+    """:func:`run_scenario` through the async graph methods (for the official async savers)."""
+    graph = build(checkpointer)
+    one, two = config(THREADS[0]), config(THREADS[1])
+    await graph.ainvoke({"messages": [HumanMessage(content="hi", id="h1")], "parts": []}, one)
+    await graph.ainvoke(Command(resume="yes"), one)
+    await graph.ainvoke({"messages": [HumanMessage(content="again", id="h2")]}, one)
+    history = [s async for s in graph.aget_state_history(one)]
+    await graph.aupdate_state(history[-3].config, {"approved": "forked"})
+    await graph.ainvoke({"messages": [HumanMessage(content="hello", id="h3")], "parts": []}, two)
+
+
 def histories(checkpointer: BaseCheckpointSaver[Any]) -> dict[str, Any]:
     """Everything the store answers, in comparable form (ids are kept: imports keep them)."""
     graph = build(checkpointer)

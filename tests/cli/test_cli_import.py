@@ -130,6 +130,20 @@ def test_unknown_thread_is_refused(
         assert list(saver.list(None)) == []
 
 
+async def test_a_store_of_the_official_async_sqlite_saver(tmp_path: Path) -> None:
+    from cli_graphs import arun_scenario
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    source = tmp_path / "lg.db"
+    async with AsyncSqliteSaver.from_conn_string(str(source)) as official:
+        await arun_scenario(official)
+    with OfficialSqliteSaver.from_conn_string(str(source)) as official_sync:
+        before = histories(official_sync)
+    with tlg.SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as drop_in:
+        import_store(str(source), drop_in)
+        assert histories(drop_in) == before
+
+
 # --- what is not an official store ------------------------------------------------------
 
 
@@ -247,7 +261,26 @@ def test_postgres_import_answers_as_the_official_store(
 
 
 @pytest.mark.postgres
-def test_postgres_official_into_sqlite_and_back(
+async def test_a_store_of_the_official_async_postgres_saver(
+    pg_database: str, tmp_path: Path
+) -> None:
+    from cli_graphs import arun_scenario
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    url = as_url(pg_database)
+    async with AsyncPostgresSaver.from_conn_string(url) as official:
+        await official.setup()
+        await arun_scenario(official)
+    with OfficialPostgresSaver.from_conn_string(url) as official_sync:
+        before = histories(official_sync)
+    with tlg.SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as drop_in:
+        import_store(url, drop_in)
+        assert histories(drop_in) == before
+
+
+@pytest.mark.postgres
+def test_postgres_official_into_sqlite(
     official_postgres: tuple[str, dict[str, Any]], tmp_path: Path
 ) -> None:
     url, before = official_postgres
