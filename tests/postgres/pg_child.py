@@ -10,6 +10,7 @@ and reports failures on stderr with a non-zero exit code.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -23,12 +24,19 @@ from tether.ids import uuid6
 STABLE = "stable value " * 40  # a blob written once, referenced by every later checkpoint
 
 
+def open_saver(dsn: str, schema: str, **kwargs: Any) -> PostgresSaver:
+    """A URL-built saver; TETHER_CHILD_PREPARE=none turns prepared statements off (PgBouncer)."""
+    if os.environ.get("TETHER_CHILD_PREPARE") == "none":
+        kwargs["prepare_threshold"] = None
+    return PostgresSaver.from_conn_string(dsn, schema=schema, **kwargs)
+
+
 def say(line: str) -> None:
     print(line, flush=True)
 
 
 def setup(dsn: str, schema: str) -> None:
-    with PostgresSaver.from_conn_string(dsn, schema=schema, pool_size=1) as saver:
+    with open_saver(dsn, schema, pool_size=1) as saver:
         saver._sync_core()  # open the pool now, so "go" releases only the setup itself
         say("ready")
         sys.stdin.readline()
@@ -58,7 +66,7 @@ def append(dsn: str, schema: str, thread: str) -> None:
     """Extend THREAD (resuming at its latest checkpoint) until stdin closes; print each id."""
     import select
 
-    with PostgresSaver.from_conn_string(dsn, schema=schema, pool_size=2) as saver:
+    with open_saver(dsn, schema, pool_size=2) as saver:
         say("ready")
         latest = saver.get_tuple(make_config(thread))
         cfg = latest.config if latest else make_config(thread)
@@ -79,7 +87,7 @@ def append(dsn: str, schema: str, thread: str) -> None:
 
 
 def lease(dsn: str, schema: str, thread: str, how: str = "nowait") -> None:
-    with PostgresSaver.from_conn_string(dsn, schema=schema, pool_size=1) as saver:
+    with open_saver(dsn, schema, pool_size=1) as saver:
         say("ready")
         try:
             with saver.lease(thread, wait=how == "wait", timeout=60):

@@ -57,7 +57,13 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
 )
-from tether.errors import ConfigError, MigrationError, SchemaVersionError, ThreadBusyError
+from tether.errors import (
+    ConfigError,
+    MigrationError,
+    SchemaVersionError,
+    TetherError,
+    ThreadBusyError,
+)
 from tether.serde.base import SerializerProtocol
 
 __all__ = ["_AsyncPostgresCore"]
@@ -429,6 +435,17 @@ class _AsyncPostgresCore:
                     await conn.execute(record, (version, migration.name))
 
     # --- leases -----------------------------------------------------------------------
+    #
+    # A lease on a connection of its own (URL-built saver, or one pool connection)
+    # is a *transaction* advisory lock held by a transaction kept open, idle,
+    # for the run: PgBouncer in transaction mode pins a server connection to a
+    # client for the length of a transaction, so the lock and its release stay
+    # on one server session there too. Idle between statements in READ
+    # COMMITTED, that transaction holds no snapshot and no xid (vacuum and
+    # index builds do not wait for it), but a server
+    # ``idle_in_transaction_session_timeout`` shorter than a run would end it.
+    # On a caller's single connection, shared with the saver's operations, the
+    # lease is a session advisory lock instead (a transaction would swallow them).
 
     @asynccontextmanager
     async def alease(
@@ -446,43 +463,67 @@ class _AsyncPostgresCore:
                 thread_id=tid,
             )
         deadline = None if timeout is None else time.monotonic() + timeout
+        what = f"lease of thread {tid!r}"
+        if self._single is not None:
+            await self._async_acquire(None, self._sql.try_lease, key, tid, wait, deadline)
+            self._leases.add(tid)
+            try:
+                yield
+            finally:
+                self._leases.discard(tid)
+                with contextlib.suppress(TetherError):
+                    await self._async_lock_query(None, self._sql.release_lease, key, what)
+            return
         try:
-            session = self._session() if self._single is None else None
-            async with contextlib.AsyncExitStack() as stack:
-                conn = await stack.enter_async_context(session) if session else None
-                await self._async_acquire(conn, key, tid, wait=wait, deadline=deadline)
-                self._leases.add(tid)
-                try:
-                    yield
-                finally:
-                    self._leases.discard(tid)
-                    await self._async_release(conn, key)
+            session = self._session()
+            conn = await session.__aenter__()
         except psycopg.Error as exc:
-            raise translate(exc, f"lease of thread {tid!r}") from exc
+            raise translate(exc, what) from exc
+        try:
+            await self._async_lock_query(conn, "BEGIN", None, what)
+            await self._async_acquire(conn, self._sql.try_xact_lease, key, tid, wait, deadline)
+            self._leases.add(tid)
+            try:
+                yield
+            finally:
+                self._leases.discard(tid)
+        finally:
+            # Ending the transaction releases the lock; a lost connection took it already.
+            with contextlib.suppress(psycopg.Error):
+                if not conn.closed:
+                    await conn.execute("ROLLBACK")
+            with contextlib.suppress(psycopg.Error):
+                await session.__aexit__(None, None, None)
 
     async def _async_lock_query(
-        self, conn: AsyncConnection[Any] | None, query: str, key: str
+        self, conn: AsyncConnection[Any] | None, query: str, key: str | None, what: str
     ) -> Any:
-        if conn is not None:
-            cur = await conn.execute(query, (key,))
-            row = await cur.fetchone()
-            return row[0] if row else None
-        async with self._raw() as single:
-            async with self._tx(single):
-                cur = await single.execute(query, (key,))
-                row = await cur.fetchone()
-            return row[0] if row else None
+        """One lock statement (on ``conn``, or the single connection), errors translated."""
+        params = None if key is None else (key,)
+        try:
+            if conn is not None:
+                cur = await conn.execute(query, params)
+                row = await cur.fetchone() if cur.description else None
+                return row[0] if row else None
+            async with self._raw() as single:
+                async with self._tx(single):
+                    cur = await single.execute(query, params)
+                    row = await cur.fetchone()
+                return row[0] if row else None
+        except psycopg.Error as exc:
+            raise translate(exc, what) from exc
 
     async def _async_acquire(
         self,
         conn: AsyncConnection[Any] | None,
+        query: str,
         key: str,
         tid: str,
-        *,
         wait: bool,
         deadline: float | None,
     ) -> None:
-        while not await self._async_lock_query(conn, self._sql.try_lease, key):
+        what = f"lease of thread {tid!r}"
+        while not await self._async_lock_query(conn, query, key, what):
             if not wait or (deadline is not None and time.monotonic() >= deadline):
                 how = "" if not wait else " within the timeout"
                 raise ThreadBusyError(
@@ -491,9 +532,3 @@ class _AsyncPostgresCore:
                     thread_id=tid,
                 )
             await asyncio.sleep(_LEASE_POLL)
-
-    async def _async_release(self, conn: AsyncConnection[Any] | None, key: str) -> None:
-        if conn is not None and conn.closed:
-            return  # the session ended, and with it the lock
-        with contextlib.suppress(psycopg.OperationalError):
-            await self._async_lock_query(conn, self._sql.release_lease, key)

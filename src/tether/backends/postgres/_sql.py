@@ -98,8 +98,12 @@ class Statements:
         )
 
         # Inline values of channels the put does not name are carried over from
-        # the parent row when the version is the same: the contract reads
+        # the row that holds them at the same version: the contract reads
         # unnamed channels from storage, never from the caller's channel_values.
+        # That row is almost always the parent (one key lookup); a checkpoint
+        # put under another parent (LangGraph's `__copy__` fork) or none finds
+        # the value in any row of the namespace, a scan made only for a channel
+        # the parent does not hold and that has no blob at that version.
         self.put = f"""
 WITH blobs AS (
     INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, type, encoding, blob)
@@ -111,21 +115,33 @@ WITH blobs AS (
         SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding
 ), head AS (
     SELECT %(checkpoint)s::jsonb AS cp
+), parent AS (
+    SELECT p.checkpoint AS cp FROM {self.checkpoints} p
+    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s
+      AND p.checkpoint_id = %(parent_id)s
 )
 INSERT INTO {self.checkpoints}
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
 SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s,
-    CASE WHEN %(parent_id)s::text IS NULL THEN head.cp
-    ELSE jsonb_set(head.cp, '{{channel_values}}', coalesce((
-        SELECT jsonb_object_agg(kv.key, kv.value)
-        FROM {self.checkpoints} p
-        CROSS JOIN LATERAL jsonb_each(p.checkpoint -> 'channel_values') AS kv(key, value)
-        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s
-          AND p.checkpoint_id = %(parent_id)s
-          AND NOT kv.key = ANY(%(named)s::text[])
-          AND head.cp -> 'channel_versions' -> kv.key = p.checkpoint -> 'channel_versions' -> kv.key
-    ), '{{}}'::jsonb) || (head.cp -> 'channel_values'))
-    END,
+    jsonb_set(head.cp, '{{channel_values}}', coalesce((
+        SELECT jsonb_object_agg(v.key, found.value)
+        FROM jsonb_each(head.cp -> 'channel_versions') AS v(key, version)
+        CROSS JOIN LATERAL (SELECT coalesce(
+            (SELECT parent.cp -> 'channel_values' -> v.key FROM parent
+             WHERE parent.cp -> 'channel_versions' -> v.key = v.version),
+            (SELECT o.checkpoint -> 'channel_values' -> v.key
+             FROM {self.checkpoints} o
+             WHERE o.thread_id = %(thread_id)s AND o.checkpoint_ns = %(ns)s
+               AND o.checkpoint -> 'channel_values' ? v.key
+               AND o.checkpoint -> 'channel_versions' -> v.key = v.version
+               AND NOT EXISTS (
+                   SELECT 1 FROM {self.blobs} bl
+                   WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(ns)s
+                     AND bl.channel = v.key AND bl.version = v.version #>> '{{}}')
+             LIMIT 1)
+        ) AS value) found
+        WHERE NOT v.key = ANY(%(named)s::text[]) AND found.value IS NOT NULL
+    ), '{{}}'::jsonb) || (head.cp -> 'channel_values')),
     %(metadata)s::jsonb
 FROM head
 ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
@@ -258,6 +274,7 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
 """
 
         self.try_lease = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+        self.try_xact_lease = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))"
         self.release_lease = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 
     def _read(self, where: str, order: str | None = None, limit: str | None = None) -> str:

@@ -54,7 +54,13 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
 )
-from tether.errors import ConfigError, MigrationError, SchemaVersionError, ThreadBusyError
+from tether.errors import (
+    ConfigError,
+    MigrationError,
+    SchemaVersionError,
+    TetherError,
+    ThreadBusyError,
+)
 from tether.serde.base import SerializerProtocol
 
 __all__ = ["_PostgresCore"]
@@ -424,6 +430,17 @@ class _PostgresCore:
                     conn.execute(record, (version, migration.name))
 
     # --- leases -----------------------------------------------------------------------
+    #
+    # A lease on a connection of its own (URL-built saver, or one pool connection)
+    # is a *transaction* advisory lock held by a transaction kept open, idle,
+    # for the run: PgBouncer in transaction mode pins a server connection to a
+    # client for the length of a transaction, so the lock and its release stay
+    # on one server session there too. Idle between statements in READ
+    # COMMITTED, that transaction holds no snapshot and no xid (vacuum and
+    # index builds do not wait for it), but a server
+    # ``idle_in_transaction_session_timeout`` shorter than a run would end it.
+    # On a caller's single connection, shared with the saver's operations, the
+    # lease is a session advisory lock instead (a transaction would swallow them).
 
     @contextmanager
     def lease(
@@ -441,41 +458,67 @@ class _PostgresCore:
                 thread_id=tid,
             )
         deadline = None if timeout is None else time.monotonic() + timeout
+        what = f"lease of thread {tid!r}"
+        if self._single is not None:
+            self._sync_acquire(None, self._sql.try_lease, key, tid, wait, deadline)
+            self._leases.add(tid)
+            try:
+                yield
+            finally:
+                self._leases.discard(tid)
+                with contextlib.suppress(TetherError):
+                    self._sync_lock_query(None, self._sql.release_lease, key, what)
+            return
         try:
-            session = self._session() if self._single is None else None
-            with contextlib.ExitStack() as stack:
-                conn = stack.enter_context(session) if session else None
-                self._sync_acquire(conn, key, tid, wait=wait, deadline=deadline)
-                self._leases.add(tid)
-                try:
-                    yield
-                finally:
-                    self._leases.discard(tid)
-                    self._sync_release(conn, key)
+            session = self._session()
+            conn = session.__enter__()
         except psycopg.Error as exc:
-            raise translate(exc, f"lease of thread {tid!r}") from exc
+            raise translate(exc, what) from exc
+        try:
+            self._sync_lock_query(conn, "BEGIN", None, what)
+            self._sync_acquire(conn, self._sql.try_xact_lease, key, tid, wait, deadline)
+            self._leases.add(tid)
+            try:
+                yield
+            finally:
+                self._leases.discard(tid)
+        finally:
+            # Ending the transaction releases the lock; a lost connection took it already.
+            with contextlib.suppress(psycopg.Error):
+                if not conn.closed:
+                    conn.execute("ROLLBACK")
+            with contextlib.suppress(psycopg.Error):
+                session.__exit__(None, None, None)
 
-    def _sync_lock_query(self, conn: Connection[Any] | None, query: str, key: str) -> Any:
-        if conn is not None:
-            cur = conn.execute(query, (key,))
-            row = cur.fetchone()
-            return row[0] if row else None
-        with self._raw() as single:
-            with self._tx(single):
-                cur = single.execute(query, (key,))
-                row = cur.fetchone()
-            return row[0] if row else None
+    def _sync_lock_query(
+        self, conn: Connection[Any] | None, query: str, key: str | None, what: str
+    ) -> Any:
+        """One lock statement (on ``conn``, or the single connection), errors translated."""
+        params = None if key is None else (key,)
+        try:
+            if conn is not None:
+                cur = conn.execute(query, params)
+                row = cur.fetchone() if cur.description else None
+                return row[0] if row else None
+            with self._raw() as single:
+                with self._tx(single):
+                    cur = single.execute(query, params)
+                    row = cur.fetchone()
+                return row[0] if row else None
+        except psycopg.Error as exc:
+            raise translate(exc, what) from exc
 
     def _sync_acquire(
         self,
         conn: Connection[Any] | None,
+        query: str,
         key: str,
         tid: str,
-        *,
         wait: bool,
         deadline: float | None,
     ) -> None:
-        while not self._sync_lock_query(conn, self._sql.try_lease, key):
+        what = f"lease of thread {tid!r}"
+        while not self._sync_lock_query(conn, query, key, what):
             if not wait or (deadline is not None and time.monotonic() >= deadline):
                 how = "" if not wait else " within the timeout"
                 raise ThreadBusyError(
@@ -484,9 +527,3 @@ class _PostgresCore:
                     thread_id=tid,
                 )
             time.sleep(_LEASE_POLL)
-
-    def _sync_release(self, conn: Connection[Any] | None, key: str) -> None:
-        if conn is not None and conn.closed:
-            return  # the session ended, and with it the lock
-        with contextlib.suppress(psycopg.OperationalError):
-            self._sync_lock_query(conn, self._sql.release_lease, key)
