@@ -96,10 +96,22 @@ def url_saver(dsn: str, schema: str | None = None, **kwargs: Any) -> Iterator[Po
         yield saver
 
 
+@contextlib.asynccontextmanager
+async def aurl_saver(
+    dsn: str, schema: str | None = None, **kwargs: Any
+) -> AsyncIterator[PostgresSaver]:
+    """As :func:`url_saver`, closing both pools (async tests may open the async one)."""
+    kwargs.setdefault("serde", PlainSerializer())
+    saver = PostgresSaver.from_conn_string(dsn, schema=schema or fresh_schema(), **kwargs)
+    async with saver:
+        saver.setup()
+        yield saver
+
+
 @pytest.fixture
-def saver(pg_dsn: str, schema: str) -> Iterator[PostgresSaver]:
-    """A URL-built saver (owns a small pool) on a fresh schema."""
-    with url_saver(pg_dsn, schema, pool_size=4) as s:
+async def saver(pg_dsn: str, schema: str) -> AsyncIterator[PostgresSaver]:
+    """A URL-built saver (owns a small pool) on a fresh schema; both pools closed after."""
+    async with aurl_saver(pg_dsn, schema, pool_size=4) as s:
         yield s
 
 

@@ -104,9 +104,9 @@ async def test_latest_per_namespace_and_missing(mode: str, saver: PostgresSaver)
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_list_pages_by_key(mode: str, pg_dsn: str) -> None:
-    from .conftest import url_saver
+    from .conftest import aurl_saver
 
-    with url_saver(pg_dsn, page_size=3) as saver:
+    async with aurl_saver(pg_dsn, page_size=3) as saver:
         a = await chain(mode, saver, "a", 7)
         a_sub = await chain(mode, saver, "a", 4, ns="sub:1")
         b = await chain(mode, saver, "b", 5)

@@ -1,0 +1,272 @@
+"""tether's PostgresSaver vs langgraph-checkpoint-postgres's PostgresSaver, in one run.
+
+    python -m bench postgres          (or: python -m bench.bench_postgres [--quick])
+
+Server: ``TETHER_BENCH_PG_DSN`` (else ``TETHER_TEST_PG_DSN``, else the local test
+server). Every workload runs on a fresh database per saver, dropped afterwards.
+
+* W1 chat (N = 100, 300, 1,000) and W2 many threads (2,000 x 5) from
+  :mod:`bench._workloads`;
+* listing one thread of 10,000 checkpoints: time (median of 3) and peak Python
+  memory of one full listing (tracemalloc);
+* 8 writer processes on distinct threads, each doing put + put_writes, released
+  together: aggregate puts per second over the wall time of all eight;
+* bytes stored: ``pg_total_relation_size`` of every table of the store.
+
+Ratios are official / tether (above 1: tether is faster or smaller). tether:
+``PostgresSaver.from_conn_string(dsn)`` (its defaults: a pool, prepared
+statements after 5 uses, zlib above 2 KiB). Official, as its docs set it up:
+``PostgresSaver(psycopg.connect(dsn, autocommit=True, prepare_threshold=0,
+row_factory=dict_row))`` then ``setup()``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from bench._workloads import _advance, _checkpoint, ratio, w1_chat, w2_threads
+from tether import PostgresSaver
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def base_dsn() -> str:
+    return os.environ.get(
+        "TETHER_BENCH_PG_DSN", os.environ.get("TETHER_TEST_PG_DSN", DEFAULT_DSN)
+    )
+
+
+@contextmanager
+def fresh_database(tag: str) -> Iterator[str]:
+    admin = make_conninfo(base_dsn(), dbname="postgres")
+    name = f"tether_bench_{tag}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_conninfo(base_dsn(), dbname=name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def stored_bytes(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM")
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind = 'r' AND n.nspname = 'public'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def open_tether(dsn: str) -> tuple[Any, Callable[[], None]]:
+    saver = PostgresSaver.from_conn_string(dsn)
+    saver.setup()
+    return saver, saver.close
+
+
+def open_official(dsn: str) -> tuple[Any, Callable[[], None]]:
+    conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = OfficialPostgresSaver(conn)  # type: ignore[arg-type]
+    saver.setup()
+    return saver, conn.close
+
+
+OPENERS = {"tether": open_tether, "langgraph": open_official}
+
+
+def _row(workload: str, metric: str, t: float, o: float, higher_is_better: bool) -> dict[str, Any]:
+    digits = 0 if abs(t) >= 1000 else 3
+    return {
+        "workload": workload,
+        "metric": metric,
+        "tether": round(t, digits),
+        "langgraph": round(o, digits),
+        "ratio": ratio(t, o) if higher_is_better else ratio(o, t),
+    }
+
+
+def fill_thread(saver: Any, thread_id: str, n: int) -> None:
+    """``n`` small checkpoints in one thread (W2's channels), written as a loop does."""
+    cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    prev = None
+    for i in range(n):
+        ckpt = _checkpoint(prev)
+        nv = _advance(saver, ckpt, {"step": i, "status": f"step {i}", "flag": i % 2 == 0})
+        cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
+        prev = ckpt
+
+
+def listing(saver: Any, n: int) -> dict[str, float]:
+    cfg = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+    fill_thread(saver, "big", n)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        count = sum(1 for _ in saver.list(cfg))
+        times.append(time.perf_counter() - t0)
+        assert count == n, count
+    tracemalloc.start()
+    try:
+        for _ in saver.list(cfg):
+            pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return {"list_ms": statistics.median(times) * 1000, "peak_kib": peak / 1024}
+
+
+# --- 8 writer processes ---------------------------------------------------------------
+
+
+def writer(kind: str, dsn: str, thread_id: str, n: int) -> None:
+    """Child: connect, say ready, wait for go, then n x (put + put_writes) on one thread."""
+    saver, close = OPENERS[kind](dsn)
+    try:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        prev = None
+        for i in range(n):
+            ckpt = _checkpoint(prev)
+            nv = _advance(saver, ckpt, {"step": i, "status": f"step {i}", "flag": i % 2 == 0})
+            cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
+            saver.put_writes(cfg, [("step", i), ("status", "ok")], f"task-{i}")
+            prev = ckpt
+        print("done", flush=True)
+    finally:
+        close()
+
+
+def writers(kind: str, dsn: str, processes: int, n: int) -> dict[str, float]:
+    OPENERS[kind](dsn)[1]()  # setup once, before the writers start
+    root = Path(__file__).resolve().parent.parent
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.bench_postgres", "writer", kind, dsn, f"p{k}", str(n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root,
+        )
+        for k in range(processes)
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+        t0 = time.perf_counter()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "done"
+        elapsed = time.perf_counter() - t0
+    finally:
+        for child in children:
+            child.communicate(timeout=120)
+    assert all(c.returncode == 0 for c in children)
+    return {"puts_per_s": processes * n / elapsed}
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    sizes = [50, 100] if quick else [100, 300, 1000]
+    threads = 200 if quick else 2000
+    big = 2000 if quick else 10_000
+    per_writer = 100 if quick else 500
+    rows: list[dict[str, Any]] = []
+
+    for n in sizes:
+        got: dict[str, dict[str, float]] = {}
+        for name, open_ in OPENERS.items():
+            with fresh_database(f"w1{name[0]}") as dsn:
+                saver, close = open_(dsn)
+                try:
+                    got[name] = w1_chat(saver, n)
+                finally:
+                    close()
+                got[name]["bytes"] = stored_bytes(dsn)
+        t, o = got["tether"], got["langgraph"]
+        for metric in ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes"):
+            rows.append(_row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
+
+    got = {}
+    for name, open_ in OPENERS.items():
+        with fresh_database(f"w2{name[0]}") as dsn:
+            saver, close = open_(dsn)
+            try:
+                got[name] = w2_threads(saver, threads)
+            finally:
+                close()
+            got[name]["bytes"] = stored_bytes(dsn)
+    t, o = got["tether"], got["langgraph"]
+    w2 = f"W2 {threads} threads x 5"
+    rows.append(_row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
+    rows.append(_row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
+    rows.append(_row(w2, "bytes", t["bytes"], o["bytes"], False))
+
+    got = {}
+    for name, open_ in OPENERS.items():
+        with fresh_database(f"ls{name[0]}") as dsn:
+            saver, close = open_(dsn)
+            try:
+                got[name] = listing(saver, big)
+            finally:
+                close()
+    t, o = got["tether"], got["langgraph"]
+    rows.append(_row(f"list {big:,}-checkpoint thread", "list_ms", t["list_ms"], o["list_ms"], False))
+    rows.append(
+        _row(f"list {big:,}-checkpoint thread", "peak_kib", t["peak_kib"], o["peak_kib"], False)
+    )
+
+    got = {}
+    for name in OPENERS:
+        with fresh_database(f"mw{name[0]}") as dsn:
+            got[name] = writers(name, dsn, 8, per_writer)
+    t, o = got["tether"], got["langgraph"]
+    rows.append(
+        _row(
+            f"8 processes x {per_writer} put+put_writes",
+            "puts_per_s",
+            t["puts_per_s"],
+            o["puts_per_s"],
+            True,
+        )
+    )
+
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "postgres.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "writer":
+        writer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    else:
+        from bench.__main__ import table
+
+        print(table(run(quick="--quick" in sys.argv)))
