@@ -48,9 +48,7 @@ DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def base_dsn() -> str:
-    return os.environ.get(
-        "TETHER_BENCH_PG_DSN", os.environ.get("TETHER_TEST_PG_DSN", DEFAULT_DSN)
-    )
+    return os.environ.get("TETHER_BENCH_PG_DSN", os.environ.get("TETHER_TEST_PG_DSN", DEFAULT_DSN))
 
 
 @contextmanager
@@ -86,7 +84,7 @@ def open_tether(dsn: str) -> tuple[Any, Callable[[], None]]:
 
 def open_official(dsn: str) -> tuple[Any, Callable[[], None]]:
     conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    saver = OfficialPostgresSaver(conn)  # type: ignore[arg-type]
+    saver = OfficialPostgresSaver(conn)
     saver.setup()
     return saver, conn.close
 
@@ -238,10 +236,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             finally:
                 close()
     t, o = got["tether"], got["langgraph"]
-    rows.append(_row(f"list {big:,}-checkpoint thread", "list_ms", t["list_ms"], o["list_ms"], False))
-    rows.append(
-        _row(f"list {big:,}-checkpoint thread", "peak_kib", t["peak_kib"], o["peak_kib"], False)
-    )
+    big_name = f"list {big:,}-checkpoint thread"
+    rows.append(_row(big_name, "list_ms", t["list_ms"], o["list_ms"], False))
+    rows.append(_row(big_name, "peak_kib", t["peak_kib"], o["peak_kib"], False))
 
     got = {}
     for name in OPENERS:
