@@ -133,7 +133,10 @@ class PostgresSaver(BaseCheckpointSaver):
     under a per-schema advisory lock, so any number of processes may call it
     at once; index builds run ``CONCURRENTLY``, outside any transaction; a
     schema newer than this tether raises
-    :class:`~tether.errors.SchemaVersionError` and nothing is written.
+    :class:`~tether.errors.SchemaVersionError` and nothing is written. Behind
+    PgBouncer in transaction mode, run :meth:`setup` over a direct connection
+    (as with any migration tool: its lock is session-level); every other
+    method, leases included, works through it with ``prepare_threshold=None``.
 
     Faults: a connection lost mid-operation (server restart, failover,
     ``pg_terminate_backend``) aborts that operation's transaction, so no partial
