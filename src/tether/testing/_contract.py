@@ -271,6 +271,26 @@ class SaverContract:
             tup = await driver.get(make_config("t", "sub:1", child))
             assert tup.parent_config == make_config("t", "sub:1", parent)
 
+    async def test_unchanged_channels_are_found_by_version_not_by_parent(
+        self, driver: Driver
+    ) -> None:
+        """A copy of a checkpoint put under an older parent (LangGraph's ``__copy__`` fork)."""
+        v1 = {"n": "00001.1", "s": "00001.1", "l": "00001.1"}
+        c1 = await driver.put(
+            make_config("t"), new_checkpoint({"n": 1, "s": "one", "l": [1]}, v1), {}, v1
+        )
+        v2 = {"n": "00002.1", "s": "00002.1", "l": "00002.1"}
+        c2 = await driver.put(c1, new_checkpoint({"n": 2, "s": "two", "l": [2]}, v2), {}, v2)
+        # The copy names c1 as parent, c2's versions, and writes nothing new.
+        c3 = await driver.put(c1, new_checkpoint({"n": 2, "s": "two", "l": [2]}, v2), {}, {})
+        tup = await driver.get(c3)
+        assert tup.checkpoint["channel_values"] == {"n": 2, "s": "two", "l": [2]}
+        assert tup.parent_config == c1
+        # ... and a checkpoint with no parent at all, pointing at versions stored earlier.
+        c4 = await driver.put(make_config("t"), new_checkpoint({}, v1), {}, {})
+        assert (await driver.get(c4)).checkpoint["channel_values"] == {"n": 1, "s": "one", "l": [1]}
+        assert (await driver.get(c2)).checkpoint["channel_values"] == {"n": 2, "s": "two", "l": [2]}
+
     async def test_only_new_versions_are_written(self, driver: Driver) -> None:
         v1 = {"kept": "00001.1", "list": "00001.1"}
         c1 = await driver.put(
