@@ -32,6 +32,7 @@ __all__ = [
     "check_checkpoint",
     "check_filter",
     "check_limit",
+    "check_list_args",
     "check_prune",
     "check_thread_ids",
     "decode_value",
@@ -142,6 +143,26 @@ def check_limit(limit: int | None) -> int | None:
     if limit < 0:
         raise ConfigError(f"limit must be >= 0 (0 lists nothing, None lists all), got {limit}")
     return limit
+
+
+def check_list_args(
+    config: Config | None,
+    filter: Mapping[str, Any] | None,
+    before: Config | None,
+    limit: int | None,
+) -> tuple[Address | None, dict[str, Any], str | None, int | None]:
+    """Validate ``list`` arguments: ``(address, filter, before_id, limit)``.
+
+    Every backend calls this when ``list`` is called (not at the first item),
+    so bad input fails at the call.
+    """
+    addr = Address.optional(config)
+    want = check_filter(filter)
+    limit = check_limit(limit)
+    before_id = Address.from_config(before, what="before").checkpoint_id if before else None
+    if before is not None and before_id is None:
+        raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+    return addr, want, before_id, limit
 
 
 def check_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -31,8 +31,7 @@ from tether.backends._common import (
     EMPTY,
     EMPTY_TAG,
     check_checkpoint,
-    check_filter,
-    check_limit,
+    check_list_args,
     check_prune,
     check_thread_ids,
     decode_value,
@@ -179,12 +178,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         # Validate eagerly (not at the first next()), so bad input fails at the call.
-        addr = Address.optional(config)
-        want = check_filter(filter)
-        limit = check_limit(limit)
-        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
-        if before is not None and before_id is None:
-            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        addr, want, before_id, limit = check_list_args(config, filter, before, limit)
         return self._list(addr, config, want, before_id, limit)
 
     def _list(

@@ -38,8 +38,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from tether.backends._common import (
-    check_filter,
-    check_limit,
+    check_list_args,
     check_prune,
     check_thread_ids,
     metadata_matches,
@@ -195,12 +194,7 @@ class _AsyncPostgresCore:
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         # Validated here, so bad input fails at the call, not at the first item.
-        addr = Address.optional(config)
-        want = check_filter(filter)
-        limit = check_limit(limit)
-        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
-        if before is not None and before_id is None:
-            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        addr, want, before_id, limit = check_list_args(config, filter, before, limit)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         return self._async_list(serde, addr, only_ns, want, before_id, limit)
 

@@ -35,8 +35,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from tether.backends._common import (
-    check_filter,
-    check_limit,
+    check_list_args,
     check_prune,
     check_thread_ids,
     metadata_matches,
@@ -192,12 +191,7 @@ class _PostgresCore:
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         # Validated here, so bad input fails at the call, not at the first item.
-        addr = Address.optional(config)
-        want = check_filter(filter)
-        limit = check_limit(limit)
-        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
-        if before is not None and before_id is None:
-            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        addr, want, before_id, limit = check_list_args(config, filter, before, limit)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         return self._sync_list(serde, addr, only_ns, want, before_id, limit)
 

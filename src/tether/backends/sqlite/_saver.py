@@ -43,8 +43,7 @@ from typing import Any, Self
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._common import (
     check_checkpoint,
-    check_filter,
-    check_limit,
+    check_list_args,
     check_prune,
     check_thread_ids,
     dumps_json,
@@ -348,12 +347,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         # Validate now, not at the first next(), so bad input fails at the call.
-        addr = Address.optional(config)
-        want = check_filter(filter)
-        limit = check_limit(limit)
-        before_id = Address.from_config(before, what="before").checkpoint_id if before else None
-        if before is not None and before_id is None:
-            raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+        addr, want, before_id, limit = check_list_args(config, filter, before, limit)
         where: _List[str] = []
         params: _List[Any] = []
         if addr is not None:
