@@ -13,6 +13,7 @@ this module imports click: it is the library side of the CLI.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -60,15 +61,15 @@ class TableStats:
     bytes: int | None
 
 
-class Store:
+class Store(abc.ABC):
     """A tether saver with the inspection queries of its backend."""
 
     url: StoreURL
     saver: BaseCheckpointSaver
 
+    @abc.abstractmethod
     def threads(self) -> list[ThreadInfo]:
         """Every thread, sorted by id."""
-        raise NotImplementedError
 
     def thread(self, thread_id: str) -> ThreadInfo | None:
         """One thread, or ``None`` when the store has no checkpoint of it."""
@@ -80,12 +81,13 @@ class Store:
         want = set(thread_ids)
         return [t for t in self.threads() if t.thread_id in want]
 
+    @abc.abstractmethod
     def stats(self) -> tuple[list[TableStats], int | None]:
         """Per-table rows and bytes, and the store's total bytes."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Each subclass implements this."""
 
     def __enter__(self) -> Store:
         return self

@@ -21,6 +21,7 @@ back from it. A channel with nothing in it is left out of ``channel_values``.
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,7 +42,7 @@ MISSING: Any = _Missing()
 """The value of an empty channel."""
 
 
-class Channel:
+class Channel(abc.ABC):
     """Base class: one value or :data:`MISSING`."""
 
     __slots__ = ("key", "value")
@@ -62,8 +63,9 @@ class Channel:
     def restore(self, value: Any) -> None:
         self.value = value
 
+    @abc.abstractmethod
     def update(self, values: Sequence[Any]) -> bool:
-        raise NotImplementedError
+        """Each subclass implements this."""
 
     def consume(self) -> bool:
         """The task this channel triggered has run; True if the channel changed."""
