@@ -77,19 +77,3 @@ def pg_copy_fork_bug(pg_dsn: str) -> bool:
     return lost
 
 
-@pytest.fixture(scope="session")
-def pg_dict_row_bug(pg_dsn: str) -> bool:
-    """Whether the tether Postgres backend fails on a connection with dict rows."""
-    from psycopg.rows import dict_row
-
-    from tether.backends.postgres import PostgresSaver
-
-    schema = f"probe_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_dsn, autocommit=True, row_factory=dict_row) as conn:
-        try:
-            PostgresSaver(conn, schema=schema).setup()
-        except KeyError:
-            return True
-        finally:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    return False

@@ -249,27 +249,31 @@ async def test_async_sqlite_setup_is_awaited_and_idempotent(tmp_path: Path) -> N
 # --- Postgres constructors ----------------------------------------------------------------
 
 
-DICT_ROWS_BUG = (
-    "tether.backends.postgres reads some rows (setup's lease, migrations, delete_for_runs) "
-    "with the connection's row factory: a dict_row connection gives KeyError: 0"
-)
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize("rows", ["tuple_row", "dict_row"])
-async def test_postgres_from_a_langgraph_style_connection(
-    pg_dsn: str, rows: str, request: pytest.FixtureRequest
-) -> None:
-    """As LangGraph's docs open one: autocommit, prepare_threshold=0, dict rows."""
-    if rows == "dict_row" and request.getfixturevalue("pg_dict_row_bug"):
-        request.applymarker(pytest.mark.xfail(reason=DICT_ROWS_BUG, strict=True))
+async def test_postgres_from_a_langgraph_style_connection(pg_dsn: str, rows: str) -> None:
+    """As LangGraph's docs open one: autocommit, prepare_threshold=0, dict rows.
+
+    Every row the backend reads (migrations, leases, delete_for_runs) must be
+    read by position whatever the connection's row factory.
+    """
     factory = dict_row if rows == "dict_row" else tuple_row
     with psycopg.Connection.connect(
         pg_dsn, autocommit=True, prepare_threshold=0, row_factory=factory
     ) as conn:
         saver = PostgresSaver(conn, schema=fresh_schema())
         saver.setup()
+        saver.setup()  # reads the recorded version back
         await run_both(saver)
+        # the operations that read rows of their own
+        graph = counter_graph(saver)
+        with saver.lease("t"):
+            graph.invoke({}, {"configurable": {"thread_id": "t"}, "metadata": {"run_id": "r1"}})
+            assert len(list(saver.list(cfg("t"), filter={"run_id": "r1"}))) == 3
+            saver.delete_for_runs(["r1"])
+        assert list(saver.list(cfg("t"), filter={"run_id": "r1"})) == []
+        saver.prune(["t"], strategy="keep_latest")
+        assert len(list(saver.list(cfg("t")))) == 1
         assert not conn.closed
 
 

@@ -136,6 +136,22 @@ class PostgresSaver(TetherLangGraphSaver):
         """Create or migrate tether's tables; safe to call from many processes at once."""
         self.saver.setup()
 
+    def lease(
+        self, thread_id: str, *, wait: bool = False, timeout: float | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """One writer per thread across processes and machines (see tether's ``lease``).
+
+        Wrap each run of a graph on ``thread_id`` in it; a second run elsewhere
+        gets :class:`~tether.errors.ThreadBusyError` (or waits, with ``wait``).
+        """
+        return self.saver.lease(thread_id, wait=wait, timeout=timeout)
+
+    def alease(
+        self, thread_id: str, *, wait: bool = False, timeout: float | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """Async :meth:`lease` (``async with saver.alease(thread_id): ...``)."""
+        return self.saver.alease(thread_id, wait=wait, timeout=timeout)
+
     def __enter__(self) -> Self:
         return self
 

@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -72,6 +72,19 @@ _Rows = list[tuple[Any, ...]]
 
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
+
+
+async def _execute_tuples(
+    conn: AsyncConnection[Any], query: str, params: Any = None
+) -> AsyncCursor[tuple[Any, ...]]:
+    """Execute on a cursor that returns tuples, whatever the connection's row factory.
+
+    A caller's connection may be opened as LangGraph's docs do it, with
+    ``row_factory=dict_row``; every row the core reads is indexed by position.
+    """
+    cur = conn.cursor(row_factory=tuple_row)
+    await cur.execute(query, params)
+    return cur
 
 
 class _AsyncPostgresCore:
@@ -298,7 +311,7 @@ class _AsyncPostgresCore:
 
         async def op(conn: AsyncConnection[Any]) -> None:
             async with conn.transaction():
-                cur = await conn.execute(self._sql.delete_runs, {"runs": runs})
+                cur = await _execute_tuples(conn, self._sql.delete_runs, {"runs": runs})
                 threads = [r[0] for r in await cur.fetchall()]
                 await self._async_sweep(conn, threads)
 
@@ -380,7 +393,7 @@ class _AsyncPostgresCore:
         A try-lock statement ends at once, so a waiting process never holds one.
         """
         while True:
-            cur = await conn.execute(_schema.TRY_LOCK, (key,))
+            cur = await _execute_tuples(conn, _schema.TRY_LOCK, (key,))
             row = await cur.fetchone()
             if row is not None and row[0]:
                 return
@@ -388,11 +401,11 @@ class _AsyncPostgresCore:
 
     async def _async_migrate(self, conn: AsyncConnection[Any]) -> None:
         schema = f'"{self._sql.schema}"'
-        cur = await conn.execute(_schema.MIGRATIONS_EXIST, (self._sql.migrations,))
+        cur = await _execute_tuples(conn, _schema.MIGRATIONS_EXIST, (self._sql.migrations,))
         row = await cur.fetchone()
         current = 0
         if row is not None and row[0]:
-            cur = await conn.execute(_schema.CURRENT_VERSION.format(schema=schema))
+            cur = await _execute_tuples(conn, _schema.CURRENT_VERSION.format(schema=schema))
             row = await cur.fetchone()
             current = int(row[0]) if row is not None else 0
         if current > _schema.SCHEMA_VERSION:
@@ -413,8 +426,8 @@ class _AsyncPostgresCore:
             record = _schema.RECORD.format(schema=schema)
             if migration.concurrent:
                 if migration.index is not None:
-                    cur = await conn.execute(
-                        _schema.INVALID_INDEX, (self._sql.schema, migration.index)
+                    cur = await _execute_tuples(
+                        conn, _schema.INVALID_INDEX, (self._sql.schema, migration.index)
                     )
                     if await cur.fetchone() is not None:
                         drop = _schema.DROP_INDEX.format(schema=schema, index=migration.index)
@@ -496,12 +509,12 @@ class _AsyncPostgresCore:
         params = None if key is None else (key,)
         try:
             if conn is not None:
-                cur = await conn.execute(query, params)
+                cur = await _execute_tuples(conn, query, params)
                 row = await cur.fetchone() if cur.description else None
                 return row[0] if row else None
             async with self._raw() as single:
                 async with self._tx(single):
-                    cur = await single.execute(query, params)
+                    cur = await _execute_tuples(single, query, params)
                     row = await cur.fetchone()
                 return row[0] if row else None
         except psycopg.Error as exc:

@@ -358,8 +358,10 @@ class PostgresSaver(BaseCheckpointSaver):
     ) -> AbstractContextManager[None]:
         """Hold the one-writer-per-thread lease of ``thread_id`` for a run (S5.4).
 
-        A Postgres session advisory lock, so it holds across processes and
-        machines and is released when the block ends or the holder dies.
+        A Postgres advisory lock (held by a transaction on a connection of its
+        own, or by the session on a caller's single connection), so it holds
+        across processes and machines and is released when the block ends or
+        the holder dies.
         Only runs that take the lease are kept apart: take it around every run.
 
         Args:

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import Connection
+from psycopg import Connection, Cursor
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
@@ -69,6 +69,19 @@ _Rows = list[tuple[Any, ...]]
 
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
+
+
+def _execute_tuples(
+    conn: Connection[Any], query: str, params: Any = None
+) -> Cursor[tuple[Any, ...]]:
+    """Execute on a cursor that returns tuples, whatever the connection's row factory.
+
+    A caller's connection may be opened as LangGraph's docs do it, with
+    ``row_factory=dict_row``; every row the core reads is indexed by position.
+    """
+    cur = conn.cursor(row_factory=tuple_row)
+    cur.execute(query, params)
+    return cur
 
 
 class _PostgresCore:
@@ -295,7 +308,7 @@ class _PostgresCore:
 
         def op(conn: Connection[Any]) -> None:
             with conn.transaction():
-                cur = conn.execute(self._sql.delete_runs, {"runs": runs})
+                cur = _execute_tuples(conn, self._sql.delete_runs, {"runs": runs})
                 threads = [r[0] for r in cur.fetchall()]
                 self._sync_sweep(conn, threads)
 
@@ -377,7 +390,7 @@ class _PostgresCore:
         A try-lock statement ends at once, so a waiting process never holds one.
         """
         while True:
-            cur = conn.execute(_schema.TRY_LOCK, (key,))
+            cur = _execute_tuples(conn, _schema.TRY_LOCK, (key,))
             row = cur.fetchone()
             if row is not None and row[0]:
                 return
@@ -385,11 +398,11 @@ class _PostgresCore:
 
     def _sync_migrate(self, conn: Connection[Any]) -> None:
         schema = f'"{self._sql.schema}"'
-        cur = conn.execute(_schema.MIGRATIONS_EXIST, (self._sql.migrations,))
+        cur = _execute_tuples(conn, _schema.MIGRATIONS_EXIST, (self._sql.migrations,))
         row = cur.fetchone()
         current = 0
         if row is not None and row[0]:
-            cur = conn.execute(_schema.CURRENT_VERSION.format(schema=schema))
+            cur = _execute_tuples(conn, _schema.CURRENT_VERSION.format(schema=schema))
             row = cur.fetchone()
             current = int(row[0]) if row is not None else 0
         if current > _schema.SCHEMA_VERSION:
@@ -410,7 +423,9 @@ class _PostgresCore:
             record = _schema.RECORD.format(schema=schema)
             if migration.concurrent:
                 if migration.index is not None:
-                    cur = conn.execute(_schema.INVALID_INDEX, (self._sql.schema, migration.index))
+                    cur = _execute_tuples(
+                        conn, _schema.INVALID_INDEX, (self._sql.schema, migration.index)
+                    )
                     if cur.fetchone() is not None:
                         drop = _schema.DROP_INDEX.format(schema=schema, index=migration.index)
                         conn.execute(drop)
@@ -491,12 +506,12 @@ class _PostgresCore:
         params = None if key is None else (key,)
         try:
             if conn is not None:
-                cur = conn.execute(query, params)
+                cur = _execute_tuples(conn, query, params)
                 row = cur.fetchone() if cur.description else None
                 return row[0] if row else None
             with self._raw() as single:
                 with self._tx(single):
-                    cur = single.execute(query, params)
+                    cur = _execute_tuples(single, query, params)
                     row = cur.fetchone()
                 return row[0] if row else None
         except psycopg.Error as exc:
