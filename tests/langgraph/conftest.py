@@ -75,5 +75,3 @@ def pg_copy_fork_bug(pg_dsn: str) -> bool:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     return lost
-
-
