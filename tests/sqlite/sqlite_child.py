@@ -14,7 +14,8 @@ from tether import SqliteSaver
 
 
 def value_for(tid: str, i: int) -> dict[str, object]:
-    return {"messages": [f"{tid}-{j}" for j in range(i + 1)], "count": i}
+    # ~200 bytes a message: long histories cross the saver's delta threshold (4 KiB)
+    return {"messages": [f"{tid}-{j}-" + "x" * 200 for j in range(i + 1)], "count": i}
 
 
 def writer(path: str, tag: str, threads: int, steps: int) -> None:

@@ -11,8 +11,11 @@ return as bound parameters. What lives here:
   ``2`` (:data:`ENCODING_ZSTD`) zstd-compressed (what payloads above the size
   threshold get: zstd level 1 compresses 3x and decompresses 8x faster than
   zlib level 1 at the same ratio on chat histories). Other numbers are
-  reserved (delta encoding is the next one); a reader meeting an encoding it
-  does not know raises :class:`~tether.errors.StorageError` instead of guessing.
+  reserved; a reader meeting an encoding it does not know raises
+  :class:`~tether.errors.StorageError` instead of guessing.
+* **Append deltas** (:mod:`tether.backends._delta`) are orthogonal to the
+  encoding: a row whose ``base`` column names a snapshot holds only the tail
+  appended since that snapshot (itself compressed or not, per ``encoding``).
 * **Channel values are not stored inline in the checkpoint row.** The
   contract says only the channels in ``new_versions`` are written and the
   others are found through ``channel_versions`` in blobs written by earlier
@@ -46,6 +49,7 @@ from typing import Any, TypeAlias
 import zstandard
 
 from tether.backends._common import EMPTY, EMPTY_TAG, check_prune, decode_value
+from tether.backends._delta import ChannelPlan, join_append
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -63,6 +67,7 @@ __all__ = [
     "BlobKey",
     "EncodedValue",
     "PrunePlan",
+    "StoredValue",
     "WriteRecord",
     "build_tuple",
     "group_writes",
@@ -104,6 +109,12 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
 EncodedValue: TypeAlias = tuple[str, int, bytes]
 """``(type, encoding, payload)`` as stored in a blob or write row."""
 
+StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
+"""``(type, encoding, payload, base)`` of a blob row as read back (``base``: see _delta)."""
+
+DecodeMemo: TypeAlias = dict[tuple[str, str, str, str], Any]
+"""Snapshots decoded while building one page of tuples, by blob key."""
+
 BlobKey: TypeAlias = tuple[str, str, str, str]
 """``(thread_id, checkpoint_ns, channel, version)``: the key of a blob row."""
 
@@ -135,6 +146,14 @@ class BlobCodec:
             return EMPTY_TAG, ENCODING_PLAIN, b""
         tag, data = serde.dumps_typed(value)
         return self.encode_bytes(tag, data)
+
+    def encode_plan(self, plan: ChannelPlan) -> list[tuple[str, str, int, bytes, str | None]]:
+        """The rows of an append plan as ``(version, type, encoding, payload, base)``."""
+        out = []
+        for row in plan.rows:
+            tag, encoding, payload = self.encode_bytes(row.tag, row.data)
+            out.append((row.version, tag, encoding, payload, row.base))
+        return out
 
     def encode_bytes(self, tag: str, data: bytes) -> EncodedValue:
         """Encode already-serialized bytes; compresses only when it saves space."""
@@ -188,6 +207,9 @@ class BlobCodec:
         else:
             data = self.decode_bytes(encoding, payload, where=_where(address, channel, task_id))
         return decode_value(serde, tag, data, address=address, channel=channel, task_id=task_id)
+
+
+_MISSING: Any = object()
 
 
 def _where(address: Address, channel: str | None, task_id: str | None) -> str:
@@ -320,8 +342,9 @@ def build_tuple(
     head: tuple[str, bytes],
     metadata: str | bytes | None,
     versions: Mapping[str, str] | None,
-    blobs: Mapping[BlobKey, EncodedValue],
+    blobs: Mapping[BlobKey, StoredValue],
     writes: Sequence[WriteRecord],
+    memo: DecodeMemo | None = None,
 ) -> CheckpointTuple:
     """Assemble a :class:`~tether.checkpoint.CheckpointTuple` from stored rows.
 
@@ -333,8 +356,12 @@ def build_tuple(
         versions: channel -> version (text) of the checkpoint; ``None`` takes
             them from the decoded head.
         blobs: blob rows fetched for the page (a channel whose blob is absent
-            or was stored as empty is absent from ``channel_values``).
+            or was stored as empty is absent from ``channel_values``), with the
+            snapshots that append tails among them refer to.
         writes: the checkpoint's pending writes, already in contract order.
+        memo: decoded snapshots shared by the tuples of one page: their
+            elements are decoded once and shared between those tuples (each
+            gets a list of its own). ``None`` decodes everything afresh.
     """
     checkpoint: dict[str, Any] = decode_value(serde, head[0], head[1], address=address)
     if not isinstance(checkpoint, dict):
@@ -367,7 +394,24 @@ def build_tuple(
         blob = blobs.get((tid, ns, channel, version))
         if blob is None or blob[0] == EMPTY_TAG:
             continue
-        values[channel] = value(blob[0], blob[1], blob[2], channel, None)
+        base = blob[3]
+        if base is None:
+            values[channel] = value(blob[0], blob[1], blob[2], channel, None)
+            continue
+        key = (tid, ns, channel, base)
+        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if snapshot is _MISSING:
+            stored = blobs.get(key)
+            if stored is None:
+                raise StorageError(
+                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
+                    "extends is missing; the store is damaged"
+                )
+            snapshot = value(stored[0], stored[1], stored[2], channel, None)
+            if memo is not None:
+                memo[key] = snapshot
+        tail = value(blob[0], blob[1], blob[2], channel, None)
+        values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
         (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))

@@ -48,7 +48,10 @@ import pytest
 # The suite's asserts live in an installed module; rewrite them so a failure
 # shows the compared values, as it would in a test file.
 pytest.register_assert_rewrite(
-    "tether.testing._contract", "tether.testing._driver", "tether.testing._model"
+    "tether.testing._contract",
+    "tether.testing._driver",
+    "tether.testing._history",
+    "tether.testing._model",
 )
 
 from tether.testing._contract import SaverContract  # noqa: E402

@@ -32,6 +32,7 @@ from tether.testing._driver import (
     cid,
     new_checkpoint,
 )
+from tether.testing._history import HistoryContract
 from tether.testing._model import Op, programs, run_program
 
 __all__ = ["SaverContract"]
@@ -114,7 +115,7 @@ INJECTION_KEYS = [
 ]
 
 
-class SaverContract:
+class SaverContract(HistoryContract):
     """The saver contract as pytest tests; subclass it and provide a ``saver`` fixture."""
 
     # --- fixtures -------------------------------------------------------------------

@@ -42,6 +42,7 @@ from typing import Any, Self
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._common import (
+    EMPTY,
     check_checkpoint,
     check_list_args,
     check_prune,
@@ -52,10 +53,12 @@ from tether.backends._common import (
     prepare_writes,
     split_channel_values,
 )
+from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row
 from tether.backends._sqlbase import (
     BlobCodec,
     BlobKey,
-    EncodedValue,
+    DecodeMemo,
+    StoredValue,
     WriteRecord,
     build_tuple,
     group_writes,
@@ -81,8 +84,12 @@ _List = list  # the saver has a method named list
 
 # One listed checkpoint before decoding: row, versions, the page's blobs, its writes.
 _Raw = tuple[
-    Sequence[Any], Mapping[str, str] | None, Mapping[BlobKey, EncodedValue], Sequence[WriteRecord]
+    Sequence[Any], Mapping[str, str] | None, Mapping[BlobKey, StoredValue], Sequence[WriteRecord]
 ]
+
+# A tail row of a put, by its index in the put's rows: the snapshot it needs and
+# the whole value to store instead when that snapshot is gone.
+_Needs = tuple[int, str, Row]
 
 #: Checkpoints per ``list`` page (one read snapshot, three queries).
 PAGE = 64
@@ -104,15 +111,26 @@ WITH p AS MATERIALIZED (
 k AS MATERIALIZED (
     SELECT DISTINCT p.thread_id AS t, p.checkpoint_ns AS n, j.key AS ch, j.value AS v
     FROM p, json_each(p.channel_versions) AS j
+),
+s AS MATERIALIZED (
+    SELECT DISTINCT b.thread_id AS t, b.checkpoint_ns AS n, b.channel AS ch, b.base AS v
+    FROM k CROSS JOIN checkpoint_blobs AS b
+    ON b.thread_id = k.t AND b.checkpoint_ns = k.n AND b.channel = k.ch AND b.version = k.v
+    WHERE b.base IS NOT NULL
 )
 SELECT 0, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
        channel_versions, metadata, NULL, NULL
 FROM p
 UNION ALL
 SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
-       NULL, NULL, NULL
+       b.base, NULL, NULL
 FROM k CROSS JOIN checkpoint_blobs AS b
 ON b.thread_id = k.t AND b.checkpoint_ns = k.n AND b.channel = k.ch AND b.version = k.v
+UNION ALL
+SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
+       NULL, NULL, NULL
+FROM s CROSS JOIN checkpoint_blobs AS b
+ON b.thread_id = s.t AND b.checkpoint_ns = s.n AND b.channel = s.ch AND b.version = s.v
 UNION ALL
 SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
        w.channel, w.type, w.encoding, w.value
@@ -122,8 +140,11 @@ ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
 """
 
 # One checkpoint has no duplicate blob keys: skip the DISTINCT (a temp b-tree).
-_READ_ONE = _READ.replace("SELECT DISTINCT p.thread_id AS t", "SELECT p.thread_id AS t").replace(
-    "k AS MATERIALIZED", "k AS NOT MATERIALIZED"
+_READ_ONE = (
+    _READ.replace("SELECT DISTINCT p.thread_id AS t", "SELECT p.thread_id AS t")
+    .replace("k AS MATERIALIZED", "k AS NOT MATERIALIZED")
+    .replace("SELECT DISTINCT b.thread_id AS t", "SELECT b.thread_id AS t")
+    .replace("s AS MATERIALIZED", "s AS NOT MATERIALIZED")
 )
 _GET_LATEST = _READ_ONE.format(where="WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
 _GET_BY_ID = _READ_ONE.format(
@@ -134,14 +155,14 @@ _GET_BY_ID = _READ_ONE.format(
 def _split(rows: Iterable[Sequence[Any]]) -> list[_Raw]:
     """The rows of one :data:`_READ` as checkpoints (newest first), each with its pieces."""
     heads: list[Sequence[Any]] = []
-    blobs: dict[BlobKey, EncodedValue] = {}
+    blobs: dict[BlobKey, StoredValue] = {}
     writes: list[tuple[str, str, str, WriteRecord]] = []
     for r in rows:
         kind = r[0]
         if kind == 0:
             heads.append(r[1:9])
         elif kind == 1:
-            blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6])
+            blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6], r[8])
         else:
             writes.append(
                 (r[1], r[2], r[3], WriteRecord(r[4], r[5], r[6], r[7], r[8], r[9], r[10]))
@@ -151,14 +172,25 @@ def _split(rows: Iterable[Sequence[Any]]) -> list[_Raw]:
     return [(h, None, blobs, grouped.get((h[0], h[1], h[2]), ())) for h in heads]
 
 
-# Blobs of one thread that no checkpoint of that thread refers to. The
-# subquery is materialized once (an ephemeral index), so this is one pass.
-_COLLECT_BLOBS = (
-    "DELETE FROM checkpoint_blobs WHERE thread_id = ? "
-    "AND (checkpoint_ns, channel, version) NOT IN ("
-    "SELECT c.checkpoint_ns, j.key, j.value "
-    "FROM checkpoints AS c, json_each(c.channel_versions) AS j WHERE c.thread_id = ?)"
+# Blobs of one thread that no checkpoint of that thread refers to, directly or
+# as the snapshot an append tail extends (one level: snapshots have no base).
+# The subquery is materialized once (an ephemeral index), so this is one pass.
+_COLLECT_BLOBS = """
+DELETE FROM checkpoint_blobs WHERE thread_id = ?1
+AND (checkpoint_ns, channel, version) NOT IN (
+    WITH live AS MATERIALIZED (
+        SELECT c.checkpoint_ns AS n, j.key AS ch, j.value AS v
+        FROM checkpoints AS c, json_each(c.channel_versions) AS j WHERE c.thread_id = ?1
+    )
+    SELECT n, ch, v FROM live
+    UNION ALL
+    SELECT b.checkpoint_ns, b.channel, b.base
+    FROM live CROSS JOIN checkpoint_blobs AS b
+    ON b.thread_id = ?1 AND b.checkpoint_ns = live.n AND b.channel = live.ch
+       AND b.version = live.v
+    WHERE b.base IS NOT NULL
 )
+"""
 
 _COLLECT_WRITES = (
     "DELETE FROM checkpoint_writes WHERE thread_id = ? "
@@ -200,6 +232,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             :class:`~tether.errors.StorageTimeout`.
         compress_threshold: values of at least this many serialized bytes are
             stored zstd-compressed (when that is smaller); ``None`` disables.
+        delta_threshold: lists whose serialized value has at least this many
+            bytes are stored as an immutable snapshot plus the tail appended
+            since (a growing message history costs a few messages per step,
+            not the whole history); ``None`` stores every value whole.
 
     Raises:
         SchemaVersionError: the file was written by a newer tether.
@@ -217,9 +253,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         synchronous: Synchronous = "NORMAL",
         busy_timeout: float = 30.0,
         compress_threshold: int | None = DEFAULT_COMPRESS_THRESHOLD,
+        delta_threshold: int | None = DEFAULT_MIN_BYTES,
     ) -> None:
         super().__init__(serde=serde)
         self.codec = BlobCodec(compress_threshold=compress_threshold)
+        self._appends = AppendTracker.create(delta_threshold)
         self._conns = ConnectionManager(target, synchronous=synchronous, busy_timeout=busy_timeout)
         try:
             self.setup()
@@ -323,8 +361,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         self,
         row: Sequence[Any],
         versions: Mapping[str, str] | None,
-        blobs: Mapping[BlobKey, EncodedValue],
+        blobs: Mapping[BlobKey, StoredValue],
         writes: Sequence[WriteRecord],
+        memo: DecodeMemo | None = None,
     ) -> CheckpointTuple:
         return build_tuple(
             self.serde,
@@ -336,6 +375,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             versions=versions,
             blobs=blobs,
             writes=writes,
+            memo=memo,
         )
 
     def list(
@@ -378,9 +418,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         while True:
             page, cursor = self._page(where, params, want, cursor)
             # The page holds stored bytes; each tuple is decoded only when it is
-            # reached, so at most one decoded checkpoint is alive at a time.
+            # reached. Snapshots of append-encoded lists are decoded once per
+            # page and their elements shared by the page's tuples.
+            memo: DecodeMemo = {}
             for row, versions, blobs, writes in page:
-                yield self._build(row, versions, blobs, writes)
+                yield self._build(row, versions, blobs, writes, memo)
                 produced += 1
                 if limit is not None and produced >= limit:
                     return
@@ -424,13 +466,21 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         check_checkpoint(checkpoint, new_versions)
         meta = merge_metadata(config, metadata)
         head, values = split_channel_values(checkpoint, new_versions)
-        serde, codec = self.serde, self.codec
+        serde, codec, appends = self.serde, self.codec, self._appends
         # Serialize before taking the write lock: it is the expensive part.
         tid, ns, cid = addr.thread_id, addr.checkpoint_ns, checkpoint["id"]
-        blob_rows = [
-            (tid, ns, channel, version, *codec.encode(serde, value))
-            for channel, (version, value) in values.items()
-        ]
+        blob_rows: _List[tuple[Any, ...]] = []
+        needs: _List[_Needs] = []
+        for channel, (version, value) in values.items():
+            if appends is None or value is EMPTY:
+                tag, encoding, payload = codec.encode(serde, value)
+                blob_rows.append((tid, ns, channel, version, tag, encoding, None, payload))
+                continue
+            plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
+            for ver, tag, encoding, payload, base in codec.encode_plan(plan):
+                blob_rows.append((tid, ns, channel, ver, tag, encoding, base, payload))
+            if plan.needs is not None and plan.fallback is not None:
+                needs.append((len(blob_rows) - 1, plan.needs, plan.fallback))
         head_type, head_bytes = serde.dumps_typed(head)
         run_id = meta.get("run_id")
         row = (
@@ -444,18 +494,35 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             versions_to_json(checkpoint["channel_versions"]),
             dumps_json(meta),
         )
-        self._write(self._put, blob_rows, row)
+        self._write(self._put, blob_rows, row, needs)
         return Address(tid, ns, cid).to_config()
 
-    @staticmethod
     def _put(
-        conn: sqlite3.Connection, blob_rows: _List[tuple[Any, ...]], row: tuple[Any, ...]
+        self,
+        conn: sqlite3.Connection,
+        blob_rows: _List[tuple[Any, ...]],
+        row: tuple[Any, ...],
+        needs: _List[_Needs],
     ) -> None:
+        for i, snapshot, fallback in needs:
+            # A tail extends a snapshot an earlier put of this process wrote;
+            # another process may have pruned it since. Then store the whole value.
+            tid, ns, channel = blob_rows[i][:3]
+            found = conn.execute(
+                "SELECT 1 FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND channel = ? AND version = ?",
+                (tid, ns, channel, snapshot),
+            ).fetchone()
+            if found is None:
+                assert self._appends is not None
+                self._appends.forget((tid, ns, channel))
+                tag, encoding, payload = self.codec.encode_bytes(fallback.tag, fallback.data)
+                blob_rows[i] = (tid, ns, channel, fallback.version, tag, encoding, None, payload)
         if blob_rows:
             conn.executemany(
                 "INSERT OR REPLACE INTO checkpoint_blobs "
-                "(thread_id, checkpoint_ns, channel, version, type, encoding, value) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "(thread_id, checkpoint_ns, channel, version, type, encoding, base, value) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 blob_rows,
             )
         conn.execute(
@@ -513,8 +580,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     # --- thread operations ------------------------------------------------------------
 
+    def _forget(self, thread_ids: Sequence[str] | None) -> None:
+        """Snapshots of these threads may be gone: new tails must not extend them."""
+        if self._appends is not None:
+            self._appends.forget_threads(thread_ids)
+
     def delete_thread(self, thread_id: str) -> None:
         self._write(self._delete_threads, [str(thread_id)])
+        self._forget([str(thread_id)])
 
     @staticmethod
     def _delete_threads(conn: sqlite3.Connection, thread_ids: _List[str]) -> None:
@@ -526,10 +599,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         runs = check_thread_ids(run_ids, "run_ids")
         if runs:
-            self._write(self._delete_for_runs, json.dumps(runs))
+            self._forget(self._write(self._delete_for_runs, json.dumps(runs)))
 
     @staticmethod
-    def _delete_for_runs(conn: sqlite3.Connection, runs: str) -> None:
+    def _delete_for_runs(conn: sqlite3.Connection, runs: str) -> _List[str]:
         threads = [
             r[0]
             for r in conn.execute(
@@ -539,7 +612,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             )
         ]
         if not threads:
-            return
+            return threads
         conn.execute(
             "DELETE FROM checkpoint_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN ("
             "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
@@ -549,7 +622,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         conn.execute(
             "DELETE FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?))", (runs,)
         )
-        conn.executemany(_COLLECT_BLOBS, [(t, t) for t in threads])
+        conn.executemany(_COLLECT_BLOBS, [(t,) for t in threads])
+        return threads
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         src, dst = str(source_thread_id), str(target_thread_id)
@@ -568,8 +642,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         )
         conn.execute(
             "INSERT OR REPLACE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, "
-            "version, type, encoding, value) SELECT ?, checkpoint_ns, channel, version, type, "
-            "encoding, value FROM checkpoint_blobs WHERE thread_id = ?",
+            "version, type, encoding, base, value) SELECT ?, checkpoint_ns, channel, version, "
+            "type, encoding, base, value FROM checkpoint_blobs WHERE thread_id = ?",
             (dst, src),
         )
         conn.execute(
@@ -595,6 +669,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             self._write(self._delete_threads, tids)
         else:
             self._write(self._prune, tids, n)
+        self._forget(tids)
 
     @staticmethod
     def _prune(conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
@@ -606,7 +681,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 (tid, keep),
             )
             conn.execute(_COLLECT_WRITES, (tid, tid))
-            conn.execute(_COLLECT_BLOBS, (tid, tid))
+            conn.execute(_COLLECT_BLOBS, (tid,))
 
     # --- maintenance ---------------------------------------------------------------------
 

@@ -31,7 +31,10 @@ time-ordered checkpoint ids):
 ``checkpoint_blobs``
     one row per (thread, ns, channel, version): written only for the
     channels in ``new_versions``, so a channel that did not change is stored
-    once however many checkpoints refer to it.
+    once however many checkpoints refer to it. ``base`` names the snapshot
+    row an append tail extends (see :mod:`tether.backends._delta`); it sits
+    before ``value`` so that reading it never walks a large value's overflow
+    pages.
 ``checkpoint_writes``
     pending writes, keyed by (thread, ns, checkpoint, task, idx).
 """
@@ -96,6 +99,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX checkpoints_order ON checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
         # delete_for_runs; most checkpoints outside LangGraph runs have no run_id.
         "CREATE INDEX checkpoints_run ON checkpoints (run_id) WHERE run_id IS NOT NULL",
+    ),
+    # 2 -> 3: append deltas. The blob table is rebuilt (not ALTERed) so that the
+    # small columns, `base` among them, come before the value.
+    (
+        """CREATE TABLE checkpoint_blobs_v3 (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL DEFAULT '',
+            channel TEXT NOT NULL,
+            version TEXT NOT NULL,
+            type TEXT NOT NULL,
+            encoding INTEGER NOT NULL DEFAULT 0,
+            base TEXT,
+            value BLOB,
+            PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+        )""",
+        "INSERT INTO checkpoint_blobs_v3 (thread_id, checkpoint_ns, channel, version, type,"
+        " encoding, base, value) SELECT thread_id, checkpoint_ns, channel, version, type,"
+        " encoding, NULL, value FROM checkpoint_blobs",
+        "DROP TABLE checkpoint_blobs",
+        "ALTER TABLE checkpoint_blobs_v3 RENAME TO checkpoint_blobs",
     ),
 )
 
