@@ -5,6 +5,16 @@ blobs by (channel, version) and writes by checkpoint. Channel values are kept
 apart from checkpoints, so a channel that did not change between steps is
 stored once (the reference keyed blobs the same way).
 
+Growing lists (message histories) are stored as append deltas (SPEC S7, see
+:mod:`tether.backends._delta`): an immutable snapshot blob under a version of
+its own, and per channel version a tail blob that records the snapshot it
+extends (its ``base``). Reading a version costs at most two blobs and a list
+concatenation; garbage collection keeps the blobs checkpoints refer to plus
+the snapshots those extend (one level). ``list`` decodes each snapshot once per
+group of :data:`GROUP` tuples and shares its *elements* between the tuples of
+that group (each tuple gets a list of its own), as the SQLite backend does per
+page.
+
 Everything stored is serialized (channel values and writes through the
 saver's serializer, checkpoint heads and metadata through MessagePack), so a
 caller that mutates its dicts after ``put`` or after a read never changes what
@@ -14,7 +24,9 @@ the same allowlist) as the persistent ones.
 One re-entrant lock guards all maps, so the saver is safe under concurrent use
 from many threads (the reference one is not) and from asyncio tasks: async
 methods run the sync ones inline (:class:`~tether.backends._bridge.InlineAsyncMixin`);
-no lock is ever held across an ``await``.
+no lock is ever held across an ``await``. Serializing and decoding happen
+outside the lock; stored blobs are immutable, so a read copies references
+under the lock and decodes them after releasing it.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from tether.backends._common import (
     prepare_writes,
     split_channel_values,
 )
+from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, join_append
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
@@ -50,12 +63,25 @@ from tether.checkpoint import (
     Config,
     PendingWrite,
 )
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
-__all__ = ["InMemorySaver"]
+__all__ = ["GROUP", "InMemorySaver"]
+
+#: ``list`` shares decoded snapshots between the tuples of groups this large.
+GROUP = 64
 
 _Typed = tuple[str, bytes]
+
+# A stored channel value: (tag, serialized bytes, base). ``base`` is the
+# snapshot version a tail extends (the value is snapshot + tail), else None.
+_Blob = tuple[str, bytes, str | None]
+
+_EMPTY_BLOB: _Blob = (EMPTY_TAG, b"", None)
+
+# One channel of a checkpoint being read: (channel, its blob, the snapshot blob
+# a tail extends or None).
+_Part = tuple[str, _Blob, _Blob | None]
 
 
 @dataclass(slots=True)
@@ -76,10 +102,14 @@ class _Write:
     value: _Typed
 
 
+def _write_order(w: _Write) -> tuple[str, str, int]:
+    return (w.task_path, w.task_id, w.idx)
+
+
 @dataclass(slots=True)
 class _Namespace:
     checkpoints: dict[str, _Row] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], _Typed] = field(default_factory=dict)
+    blobs: dict[tuple[str, str], _Blob] = field(default_factory=dict)
     writes: dict[str, dict[tuple[str, int], _Write]] = field(default_factory=dict)
     latest: str | None = None
 
@@ -87,14 +117,52 @@ class _Namespace:
         self.latest = max(self.checkpoints) if self.checkpoints else None
 
     def collect_blobs(self) -> None:
-        """Drop blobs that no remaining checkpoint refers to."""
+        """Drop blobs no remaining checkpoint refers to, nor extends (one level)."""
+        blobs = self.blobs
         live = {(ch, v) for row in self.checkpoints.values() for ch, v in row.versions.items()}
-        for key in [k for k in self.blobs if k not in live]:
-            del self.blobs[key]
+        bases = set()
+        for ch, v in live:
+            blob = blobs.get((ch, v))
+            if blob is not None and blob[2] is not None:
+                bases.add((ch, blob[2]))
+        live |= bases
+        for key in [k for k in blobs if k not in live]:
+            del blobs[key]
+
+    def parts(self, row: _Row) -> list[_Part]:
+        """The blobs a checkpoint's values are read from (call under the lock)."""
+        blobs = self.blobs
+        out: list[_Part] = []
+        for channel, version in row.versions.items():
+            blob = blobs.get((channel, version))
+            if blob is None or blob[0] == EMPTY_TAG:
+                continue
+            base = blob[2]
+            out.append((channel, blob, None if base is None else blobs.get((channel, base))))
+        return out
+
+    def sorted_writes(self, cid: str) -> list[_Write]:
+        """A checkpoint's writes in contract order (call under the lock)."""
+        bucket = self.writes.get(cid)
+        return sorted(bucket.values(), key=_write_order) if bucket else []
+
+
+# A checkpoint copied out under the lock, decoded after releasing it.
+_Raw = tuple[str, str, str, _Row, list[_Part], list[_Write]]
+
+# A tail of a put: its channel, the snapshot it extends, the whole value otherwise.
+_Needs = tuple[str, str, Row]
 
 
 class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
     """A thread-safe saver that keeps everything in process memory.
+
+    Args:
+        serde: the value serializer (default: the strict MessagePack one).
+        delta_threshold: lists whose serialized value has at least this many
+            bytes are stored as an immutable snapshot plus the tail appended
+            since (a growing message history costs a few messages per step,
+            not the whole history); ``None`` stores every value whole.
 
     Example:
         >>> from tether import InMemorySaver, make_config
@@ -104,9 +172,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
     """
 
     def __init__(
-        self, *, serde: SerializerProtocol | UntypedSerializerProtocol | None = None
+        self,
+        *,
+        serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
+        delta_threshold: int | None = DEFAULT_MIN_BYTES,
     ) -> None:
         super().__init__(serde=serde)
+        self._appends = AppendTracker.create(delta_threshold)
         self._lock = threading.RLock()
         self._threads: dict[str, dict[str, _Namespace]] = {}
 
@@ -124,31 +196,32 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
 
     # --- reads ------------------------------------------------------------------
 
-    def _tuple(self, addr: Address, ns: _Namespace, cid: str, row: _Row) -> CheckpointTuple:
+    def _build(
+        self, raw: _Raw, memo: dict[tuple[str, str, str, str], Any] | None
+    ) -> CheckpointTuple:
+        tid, ns_name, cid, row, parts, writes = raw
         serde = self.serde
-        at = addr.with_id(cid)
+        at = Address(tid, ns_name, cid)
         head: dict[str, Any] = decode_value(serde, *row.head, address=at)
         values: dict[str, Any] = {}
-        for channel, version in row.versions.items():
-            blob = ns.blobs.get((channel, version))
-            if blob is None or blob[0] == EMPTY_TAG:
-                continue
-            values[channel] = decode_value(serde, *blob, address=at, channel=channel)
-        head["channel_values"] = values
-        writes = ns.writes.get(cid)
-        pending: list[PendingWrite] = []
-        if writes:
-            for w in sorted(writes.values(), key=lambda w: (w.task_path, w.task_id, w.idx)):
-                pending.append(
-                    (
-                        w.task_id,
-                        w.channel,
-                        decode_value(
-                            serde, *w.value, address=at, channel=w.channel, task_id=w.task_id
-                        ),
-                    )
+        for channel, blob, snap in parts:
+            value = decode_value(serde, blob[0], blob[1], address=at, channel=channel)
+            base = blob[2]
+            if base is not None:
+                value = join_append(
+                    self._snapshot(at, channel, base, snap, memo), value, where=_where(at, channel)
                 )
-        parent = addr.with_id(row.parent_id).to_config() if row.parent_id else None
+            values[channel] = value
+        head["channel_values"] = values
+        pending: list[PendingWrite] = [
+            (
+                w.task_id,
+                w.channel,
+                decode_value(serde, *w.value, address=at, channel=w.channel, task_id=w.task_id),
+            )
+            for w in writes
+        ]
+        parent = at.with_id(row.parent_id).to_config() if row.parent_id else None
         return CheckpointTuple(
             config=at.to_config(),
             checkpoint=head,  # type: ignore[arg-type]
@@ -156,6 +229,28 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             parent_config=parent,
             pending_writes=pending,
         )
+
+    def _snapshot(
+        self,
+        at: Address,
+        channel: str,
+        base: str,
+        snap: _Blob | None,
+        memo: dict[tuple[str, str, str, str], Any] | None,
+    ) -> Any:
+        """The decoded snapshot a tail extends (from ``memo`` when listing)."""
+        key = (at.thread_id, at.checkpoint_ns, channel, base)
+        if memo is not None and key in memo:
+            return memo[key]
+        if snap is None:
+            raise StorageError(
+                f"the snapshot {base!r} that value {_where(at, channel)} extends is missing; "
+                "the store is damaged"
+            )
+        value = decode_value(self.serde, snap[0], snap[1], address=at, channel=channel)
+        if memo is not None:
+            memo[key] = value
+        return value
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
         addr = Address.from_config(config)
@@ -167,7 +262,15 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             row = ns.checkpoints.get(cid) if cid else None
             if cid is None or row is None:
                 return None
-            return self._tuple(addr, ns, cid, row)
+            raw = (
+                addr.thread_id,
+                addr.checkpoint_ns,
+                cid,
+                row,
+                ns.parts(row),
+                ns.sorted_writes(cid),
+            )
+        return self._build(raw, None)
 
     def list(
         self,
@@ -215,6 +318,9 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     )
         keys.sort(reverse=True)
         produced = 0
+        # Snapshots decoded for the current group of tuples (their elements are
+        # shared by the group's tuples; a new group starts with an empty memo).
+        memo: dict[tuple[str, str, str, str], Any] = {}
         for cid, tid, ns_name in keys:
             with self._lock:
                 space = self._threads.get(tid, {}).get(ns_name)
@@ -223,8 +329,10 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     continue  # deleted since the listing started
                 if want and not metadata_matches(ormsgpack.unpackb(row.metadata), want):
                     continue
-                tup = self._tuple(Address(tid, ns_name), space, cid, row)
-            yield tup
+                raw = (tid, ns_name, cid, row, space.parts(row), space.sorted_writes(cid))
+            if produced % GROUP == 0:
+                memo = {}
+            yield self._build(raw, memo)
             produced += 1
             if limit is not None and produced >= limit:
                 return
@@ -241,31 +349,47 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         addr = Address.from_config(config)
         check_checkpoint(checkpoint, new_versions)
         meta = merge_metadata(config, metadata)
-        head, blobs = split_channel_values(checkpoint, new_versions)
-        serde = self.serde
+        head, values = split_channel_values(checkpoint, new_versions)
+        serde, appends = self.serde, self._appends
+        tid, ns_name, cid = addr.thread_id, addr.checkpoint_ns, checkpoint["id"]
         # Serialize outside the lock: it is the expensive part and touches no shared state.
-        head_typed = serde.dumps_typed(head)
-        blob_rows = {
-            (channel, version): (EMPTY_TAG, b"") if value is EMPTY else serde.dumps_typed(value)
-            for channel, (version, value) in blobs.items()
-        }
-        cid = checkpoint["id"]
+        blobs: dict[tuple[str, str], _Blob] = {}
+        needs: list[_Needs] = []
+        for channel, (version, value) in values.items():
+            if value is EMPTY:
+                blobs[(channel, version)] = _EMPTY_BLOB
+                continue
+            tag, data = serde.dumps_typed(value)
+            # Short or non-list values are stored whole (plan() would say so too).
+            if appends is None or tag != "msgpack" or len(data) < appends.min_bytes:
+                blobs[(channel, version)] = (tag, data, None)
+                continue
+            plan = appends.plan((tid, ns_name, channel), version, tag, data)
+            for r in plan.rows:
+                blobs[(channel, r.version)] = (r.tag, r.data, r.base)
+            if plan.needs is not None and plan.fallback is not None:
+                needs.append((channel, plan.needs, plan.fallback))
         row = _Row(
-            head=head_typed,
+            head=serde.dumps_typed(head),
             metadata=ormsgpack.packb(meta),
             run_id=meta.get("run_id"),
             parent_id=addr.checkpoint_id,
             versions={k: str(v) for k, v in checkpoint["channel_versions"].items()},
         )
         with self._lock:
-            ns = self._threads.setdefault(addr.thread_id, {}).setdefault(
-                addr.checkpoint_ns, _Namespace()
-            )
-            ns.blobs.update(blob_rows)
+            ns = self._threads.setdefault(tid, {}).setdefault(ns_name, _Namespace())
+            for channel, snapshot, whole in needs:
+                # The tail extends a snapshot an earlier put wrote; a thread
+                # operation may have dropped it since. Then store the whole value.
+                if (channel, snapshot) not in ns.blobs:
+                    assert appends is not None
+                    appends.forget((tid, ns_name, channel))
+                    blobs[(channel, whole.version)] = (whole.tag, whole.data, None)
+            ns.blobs.update(blobs)
             ns.checkpoints[cid] = row
             if ns.latest is None or cid > ns.latest:
                 ns.latest = cid
-        return Address(addr.thread_id, addr.checkpoint_ns, cid).to_config()
+        return Address(tid, ns_name, cid).to_config()
 
     def put_writes(
         self,
@@ -281,10 +405,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 "(configurable.checkpoint_id), as returned by put()"
             )
         rows = prepare_writes(writes, task_id, task_path)
-        encoded = [
-            _Write(r.task_id, r.task_path, r.idx, r.channel, self.serde.dumps_typed(r.value))
-            for r in rows
-        ]
+        dumps = self.serde.dumps_typed
+        encoded = [_Write(r.task_id, r.task_path, r.idx, r.channel, dumps(r.value)) for r in rows]
         with self._lock:
             ns = self._threads.setdefault(addr.thread_id, {}).setdefault(
                 addr.checkpoint_ns, _Namespace()
@@ -298,14 +420,22 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
 
     # --- thread operations ----------------------------------------------------------
 
+    def _forget(self, thread_ids: Sequence[str]) -> None:
+        """Snapshots of these threads may be gone: new tails must not extend them."""
+        if self._appends is not None and thread_ids:
+            self._appends.forget_threads(thread_ids)
+
     def delete_thread(self, thread_id: str) -> None:
+        tid = str(thread_id)
         with self._lock:
-            self._threads.pop(str(thread_id), None)
+            self._threads.pop(tid, None)
+        self._forget([tid])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         runs = set(check_thread_ids(run_ids, "run_ids"))
         if not runs:
             return
+        touched: list[str] = []
         with self._lock:
             for tid in list(self._threads):
                 spaces = self._threads[tid]
@@ -314,6 +444,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     doomed = [c for c, r in ns.checkpoints.items() if str(r.run_id) in runs]
                     if not doomed:
                         continue
+                    touched.append(tid)
                     for cid in doomed:
                         del ns.checkpoints[cid]
                         ns.writes.pop(cid, None)
@@ -323,6 +454,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                         del spaces[name]
                 if not spaces:
                     del self._threads[tid]
+        self._forget(touched)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         src_id, dst_id = str(source_thread_id), str(target_thread_id)
@@ -336,7 +468,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             for name, ns in source.items():
                 dst = target.setdefault(name, _Namespace())
                 # Rows, blobs and writes are immutable once stored (values are
-                # bytes), so sharing them between threads is safe.
+                # bytes), so sharing them between threads is safe. Snapshots
+                # come along with the tails that extend them.
                 dst.checkpoints.update(ns.checkpoints)
                 dst.blobs.update(ns.blobs)
                 for cid, bucket in ns.writes.items():
@@ -368,3 +501,37 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                         del ns.writes[cid]
                     ns.collect_blobs()
                     ns.recompute_latest()
+        self._forget(tids)
+
+    # --- maintenance ---------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Counts of stored checkpoints, blobs and writes, and the bytes they hold.
+
+        ``bytes`` is the sum of the serialized payloads (heads, metadata, channel
+        values, writes), not Python's object overhead. Blobs that several
+        threads share after :meth:`copy_thread` count once per thread.
+        """
+        out = {"checkpoints": 0, "blobs": 0, "writes": 0, "bytes": 0}
+        with self._lock:
+            for spaces in self._threads.values():
+                for ns in spaces.values():
+                    out["checkpoints"] += len(ns.checkpoints)
+                    out["blobs"] += len(ns.blobs)
+                    out["bytes"] += sum(
+                        len(r.head[1]) + len(r.metadata) for r in ns.checkpoints.values()
+                    )
+                    out["bytes"] += sum(len(b[1]) for b in ns.blobs.values())
+                    for bucket in ns.writes.values():
+                        out["writes"] += len(bucket)
+                        out["bytes"] += sum(len(w.value[1]) for w in bucket.values())
+        return out
+
+
+def _where(at: Address, channel: str) -> str:
+    parts = [f"thread {at.thread_id!r}"]
+    if at.checkpoint_ns:
+        parts.append(f"ns {at.checkpoint_ns!r}")
+    parts.append(f"checkpoint {at.checkpoint_id!r}")
+    parts.append(f"channel {channel!r}")
+    return "of " + ", ".join(parts)
