@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tether.errors import ConfigError
@@ -43,3 +45,21 @@ def test_versions_accept_ints_and_floats() -> None:
 def test_bad_versions_are_config_errors(bad: object) -> None:
     with pytest.raises(ConfigError):
         version_major(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["abc", "x.1", "", ".5"])
+def test_bad_string_versions_are_config_errors_in_next_str_version(bad: str) -> None:
+    with pytest.raises(ConfigError, match="is not "):
+        next_str_version(bad)
+
+
+def test_next_str_version_has_langgraphs_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    # LangGraph: f"{major + 1:032}.{random.random():016}"
+    rng = random.Random(7)
+    samples = [0.0, 0.5, 0.1, 1e-05, 5e-324, 9.99e-05, 0.999999999999999]
+    samples += [rng.random() for _ in range(10_000)]
+    cases = [("12.x", x) for x in samples]
+    cases += [(c, x) for c in (None, 3, 4.0, "0" * 31 + "9.0.25") for x in samples[:50]]
+    for current, x in cases:
+        monkeypatch.setattr(random, "random", lambda x=x: x)
+        assert next_str_version(current) == f"{version_major(current) + 1:032}.{x:016}"

@@ -47,4 +47,15 @@ def next_int_version(current: ChannelVersion | None) -> int:
 
 def next_str_version(current: ChannelVersion | None) -> str:
     """The next padded ``major.random`` version after ``current`` (of any style)."""
-    return f"{version_major(current) + 1:032}.{random.random():016}"
+    # Called for every changed channel of every step, so the common case (a
+    # string this function made) skips version_major's type checks.
+    if type(current) is str:
+        try:
+            major = int(current.partition(".")[0])
+        except ValueError:
+            major = version_major(current)  # raises the ConfigError
+    else:
+        major = version_major(current)
+    # repr(x).zfill(16) is f"{x:016}" for a float in [0, 1) (LangGraph's
+    # suffix, "0.1234..."), without the format-spec parsing.
+    return f"{major + 1:032}." + repr(random.random()).zfill(16)
