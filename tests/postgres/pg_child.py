@@ -24,6 +24,11 @@ from tether.ids import uuid6
 STABLE = "stable value " * 40  # a blob written once, referenced by every later checkpoint
 
 
+def history(step: int) -> list[str]:
+    """The ``messages`` of a step: a growing list, stored as snapshots and tails once big."""
+    return [f"m{j}-" + "x" * 200 for j in range(step + 1)]
+
+
 def open_saver(dsn: str, schema: str, **kwargs: Any) -> PostgresSaver:
     """A URL-built saver; TETHER_CHILD_PREPARE=none turns prepared statements off (PgBouncer)."""
     if os.environ.get("TETHER_CHILD_PREPARE") == "none":
@@ -73,7 +78,7 @@ def append(dsn: str, schema: str, thread: str) -> None:
         prev = latest.checkpoint if latest else None
         i = 0
         while True:
-            values: dict[str, Any] = {"messages": [f"m{i}"] * 3, "step": i}
+            values: dict[str, Any] = {"messages": history(i), "step": i}
             if prev is None:
                 values["stable"] = STABLE
             cp, new = checkpoint(prev, values)

@@ -191,7 +191,7 @@ def test_lease_on_a_plain_connection_and_a_pool(pg_dsn: str, store: tuple[str, s
 
 def _check_thread(saver: PostgresSaver, thread: str) -> int:
     """Every checkpoint of the thread reads back whole; returns how many there are."""
-    from .pg_child import STABLE
+    from .pg_child import STABLE, history
 
     n = 0
     for tup in saver.list(make_config(thread)):
@@ -199,7 +199,7 @@ def _check_thread(saver: PostgresSaver, thread: str) -> int:
         assert set(values) == set(tup.checkpoint["channel_versions"]), tup.config
         assert values["stable"] == STABLE
         step = tup.metadata["step"]
-        assert values["messages"] == [f"m{step}"] * 3
+        assert values["messages"] == history(step)
         assert values["step"] == step
         n += 1
     return n
@@ -236,15 +236,26 @@ def test_prune_while_another_process_appends(
             assert _check_thread(saver, "t") == keep
     finally:
         kill(writer)
-    # Nothing is left that no checkpoint refers to.
+    # Nothing is left that no checkpoint refers to, directly or as the snapshot
+    # a referenced tail extends; and the writer did store tails.
     q = f'"{schema}"'
     orphans = admin.execute(
-        f"""SELECT count(*) FROM {q}.checkpoint_blobs b WHERE NOT EXISTS (
-            SELECT 1 FROM {q}.checkpoints c
-            WHERE c.thread_id = b.thread_id AND c.checkpoint ->
-                  'channel_versions' ->> b.channel = b.version)"""
+        f"""WITH live AS (
+            SELECT b.* FROM {q}.checkpoint_blobs b WHERE EXISTS (
+                SELECT 1 FROM {q}.checkpoints c
+                WHERE c.thread_id = b.thread_id AND c.checkpoint ->
+                      'channel_versions' ->> b.channel = b.version))
+        SELECT count(*) FROM {q}.checkpoint_blobs b
+        WHERE NOT EXISTS (
+            SELECT 1 FROM live WHERE live.thread_id = b.thread_id
+              AND live.channel = b.channel AND live.version = b.version)
+          AND NOT EXISTS (
+            SELECT 1 FROM live WHERE live.thread_id = b.thread_id
+              AND live.channel = b.channel AND live.base = b.version)"""
     ).fetchone()
     assert orphans == (0,)
+    tails = admin.execute(f"SELECT count(*) FROM {q}.checkpoint_blobs WHERE base IS NOT NULL")
+    assert tails.fetchone()[0] >= keep  # type: ignore[index]
     writes = admin.execute(
         f"""SELECT count(*) FROM {q}.checkpoint_writes w WHERE NOT EXISTS (
             SELECT 1 FROM {q}.checkpoints c WHERE c.thread_id = w.thread_id

@@ -48,7 +48,17 @@ FROM generate_series(0, {THREADS - 1}) t, generate_series(0, {PER_THREAD - 1}) n
     conn.execute(
         f"""
 INSERT INTO {q}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
-SELECT 't' || t, '', 'messages', 'v' || n, 'msgpack', '\\x91a3616263'::bytea
+SELECT 't' || t, '', 'messages', '~' || md5(t::text), 'msgpack', '\\x91a3616263'::bytea
+FROM generate_series(0, {THREADS - 1}) t
+"""
+    )
+    # every other message version is an append tail of the thread's snapshot
+    conn.execute(
+        f"""
+INSERT INTO {q}.checkpoint_blobs
+    (thread_id, checkpoint_ns, channel, version, type, blob, base)
+SELECT 't' || t, '', 'messages', 'v' || n, 'msgpack', '\\x91a3616263'::bytea,
+       CASE WHEN n % 2 = 1 THEN '~' || md5(t::text) END
 FROM generate_series(0, {THREADS - 1}) t, generate_series(0, {PER_THREAD - 1}) n
 """
     )
@@ -102,6 +112,7 @@ def _put_params() -> dict[str, Any]:
         "types": ["msgpack"],
         "encodings": [0],
         "blobs": [b"x"],
+        "bases": [None],
         "named": ["messages", "step"],
     }
 

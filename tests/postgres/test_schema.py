@@ -28,6 +28,7 @@ INDEXES = {
     "checkpoints_id_idx",
     "checkpoints_run_id_idx",
     "checkpoints_metadata_idx",
+    "checkpoint_blobs_base_idx",
     "tether_migrations_pkey",
 }
 
@@ -180,3 +181,59 @@ async def test_setup_is_idempotent_and_schemas_are_independent(
             assert latest is not None
             assert latest.config == chain_a[-1]
     assert versions(admin, a) == versions(admin, b)
+
+
+def test_a_schema_of_an_older_release_is_migrated_with_its_data(
+    pg_dsn: str, admin: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store set up before append deltas (version 5) keeps its rows and takes tails."""
+    from tether.serde import MsgpackSerializer
+    from tether.testing._history import message
+
+    schema = fresh_schema()
+    with monkeypatch.context() as patch:
+        patch.setattr(_schema, "MIGRATIONS", _schema.MIGRATIONS[:5])
+        patch.setattr(_schema, "SCHEMA_VERSION", 5)
+        with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+            saver.setup()
+    assert versions(admin, schema) == [1, 2, 3, 4, 5]
+    history = [message(i) for i in range(30)]
+    tag, data = MsgpackSerializer().dumps_typed(history)
+    admin.execute(
+        f'INSERT INTO "{schema}".checkpoints (thread_id, checkpoint_ns, checkpoint_id, '
+        "checkpoint, metadata) VALUES ('old', '', 'c001', %s, '{\"step\": 3}')",
+        (
+            '{"v": 4, "id": "c001", "ts": "2026-01-01", "channel_values": {"n": 1}, '
+            '"channel_versions": {"n": "1", "history": "1"}, "versions_seen": {}, '
+            '"updated_channels": null}',
+        ),
+    )
+    admin.execute(
+        f'INSERT INTO "{schema}".checkpoint_blobs (thread_id, checkpoint_ns, channel, '
+        "version, type, blob) VALUES ('old', '', 'history', '1', %s, %s)",
+        (tag, data),
+    )
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+        tup = saver.get_tuple(make_config("old"))
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"n": 1, "history": history}
+        assert tup.metadata == {"step": 3}
+        cp = dict(tup.checkpoint)
+        cfg = tup.config
+        for i in range(30, 45):  # the old thread goes on, now stored as snapshot + tails
+            history = [*history, message(i)]
+            version = saver.get_next_version(cp["channel_versions"]["history"])
+            cp = {**cp, "id": f"c{i:03d}", "channel_values": {"n": 1, "history": history}}
+            cp["channel_versions"] = {**cp["channel_versions"], "history": version}
+            cfg = saver.put(cfg, cp, {"step": i}, {"history": version})  # type: ignore[arg-type]
+        latest = saver.get_tuple(make_config("old"))
+        assert latest is not None
+        assert latest.checkpoint["channel_values"]["history"] == history
+    assert versions(admin, schema) == list(range(1, _schema.SCHEMA_VERSION + 1))
+    assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
+    tails = admin.execute(
+        f'SELECT count(*) FROM "{schema}".checkpoint_blobs WHERE base IS NOT NULL'
+    ).fetchone()
+    assert tails is not None
+    assert tails[0] >= 14

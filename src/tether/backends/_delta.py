@@ -34,7 +34,9 @@ amortised plus average tail, ``sqrt(2 g S)``): a 1,000-message history costs
 about 45 messages a step instead of 1,000.
 
 What is eligible: values the saver's :class:`~tether.serde.MsgpackSerializer`
-encodes as a top-level MessagePack array (lists) of at least ``min_bytes``.
+encodes as a top-level MessagePack array (lists) of at least ``min_bytes``
+(:func:`supports` says whether a serializer is one whose decoding of an array
+is the list of its decoded elements; other serializers store values whole).
 Detection compares *bytes*, never object identity: the new value's encoding
 must start with the snapshot's element bytes, so a caller mutating an old
 message in place simply gets a new snapshot, never a wrong tail.
@@ -56,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import ConfigError, DecodeError
+from tether.serde.msgpack import MsgpackSerializer
 
 __all__ = [
     "DEFAULT_MIN_BYTES",
@@ -66,6 +69,7 @@ __all__ = [
     "is_snapshot_version",
     "join_append",
     "split_array",
+    "supports",
 ]
 
 #: Lists whose encoding is shorter than this are always stored whole.
@@ -75,6 +79,11 @@ DEFAULT_MIN_BYTES = 4096
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 
 _SNAPSHOT_PREFIX = "~"
+
+
+def supports(serde: object) -> bool:
+    """Whether values of ``serde`` may be stored as snapshot + tail (tether's MessagePack)."""
+    return isinstance(serde, MsgpackSerializer)
 
 
 def is_snapshot_version(version: str) -> bool:

@@ -43,9 +43,16 @@ from tether.backends._common import (
     check_thread_ids,
     metadata_matches,
 )
-from tether.backends._sqlbase import BlobCodec
+from tether.backends._delta import AppendTracker
+from tether.backends._sqlbase import BlobCodec, DecodeMemo
 from tether.backends.postgres import _schema
-from tether.backends.postgres._codec import decode_row, encode_put, encode_writes, jsonb
+from tether.backends.postgres._codec import (
+    decode_row,
+    encode_put,
+    encode_writes,
+    jsonb,
+    store_whole,
+)
 from tether.backends.postgres._errors import is_retryable, translate
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
@@ -100,6 +107,7 @@ class _AsyncPostgresCore:
         inline: bool,
         page_size: int,
         codec: BlobCodec,
+        appends: AppendTracker | None = None,
         conninfo: str | None = None,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
@@ -115,6 +123,7 @@ class _AsyncPostgresCore:
         self._prepare_threshold = prepare_threshold
         self._inline = inline
         self._codec = codec
+        self._appends = appends
         self._page = page_size
         self._conninfo = conninfo
         self._connect_kwargs = dict(connect_kwargs or {})
@@ -246,8 +255,11 @@ class _AsyncPostgresCore:
                 jsonb=jsonb,
             )
             rows = await self._fetchall(what, q.text, q.params)
+            # Snapshots of append-encoded lists: decoded once per page, their
+            # elements shared by the page's tuples (each gets its own list).
+            memo: DecodeMemo = {}
             for row in rows:
-                yield decode_row(serde, self._codec, row)
+                yield decode_row(serde, self._codec, row, memo)
             produced += len(rows)
             if len(rows) < page or (limit is not None and produced >= limit):
                 return
@@ -264,7 +276,7 @@ class _AsyncPostgresCore:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
-        at, params = encode_put(
+        at, params, tails = encode_put(
             serde,
             config,
             checkpoint,
@@ -272,9 +284,19 @@ class _AsyncPostgresCore:
             new_versions,
             codec=self._codec,
             inline=self._inline,
+            appends=self._appends,
         )
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
-        await self._execute(what, self._sql.put, params)
+        try:
+            await self._execute(what, self._sql.put, params)
+        except TetherError as exc:
+            # A tail extends a snapshot another process deleted since this one
+            # wrote it: the foreign key refused the whole statement. Store the
+            # whole values instead.
+            if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+                raise
+            whole = store_whole(params, tails, self._codec, self._appends)
+            await self._execute(what, self._sql.put, whole)
         return at.to_config()
 
     async def aput_writes(
@@ -294,9 +316,15 @@ class _AsyncPostgresCore:
 
     # --- thread operations --------------------------------------------------------------
 
+    def _forget(self, thread_ids: Sequence[str] | None) -> None:
+        """Snapshots of these threads may be gone: new tails must not extend them."""
+        if self._appends is not None:
+            self._appends.forget_threads(thread_ids)
+
     async def adelete_thread(self, thread_id: str) -> None:
         tid = str(thread_id)
         await self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
+        self._forget([tid])
 
     async def _async_sweep(self, conn: AsyncConnection[Any], threads: Sequence[str]) -> None:
         if threads:
@@ -314,6 +342,7 @@ class _AsyncPostgresCore:
                 cur = await _execute_tuples(conn, self._sql.delete_runs, {"runs": runs})
                 threads = [r[0] for r in await cur.fetchall()]
                 await self._async_sweep(conn, threads)
+                self._forget(threads)
 
         await self._run(f"delete_for_runs {runs!r}", op)
 
@@ -339,6 +368,7 @@ class _AsyncPostgresCore:
                 await self._async_sweep(conn, tids)
 
         await self._run(f"prune ({strategy}) of threads {tids!r}", op)
+        self._forget(tids)
 
     # --- schema -----------------------------------------------------------------------
 

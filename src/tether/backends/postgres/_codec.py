@@ -1,7 +1,8 @@
 """Rows <-> tether values for the Postgres backend; I/O-free, shared by both cores.
 
-Payload encoding (plain or zlib, the ``encoding`` column) is
-:class:`tether.backends._sqlbase.BlobCodec`, shared with SQLite.
+Payload encoding (plain or compressed, the ``encoding`` column) is
+:class:`tether.backends._sqlbase.BlobCodec`, and append deltas are
+:mod:`tether.backends._delta`, both shared with SQLite.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from tether.backends._common import (
+    EMPTY,
     EMPTY_TAG,
     check_checkpoint,
     dumps_json,
@@ -20,7 +22,8 @@ from tether.backends._common import (
     prepare_writes,
     split_channel_values,
 )
-from tether.backends._sqlbase import BlobCodec
+from tether.backends._delta import AppendTracker, Row, join_append, supports
+from tether.backends._sqlbase import BlobCodec, DecodeMemo
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -30,10 +33,21 @@ from tether.checkpoint import (
     Config,
     PendingWrite,
 )
-from tether.errors import ConfigError, EncodeError
+from tether.errors import ConfigError, EncodeError, StorageError
 from tether.serde.base import SerializerProtocol
 
-__all__ = ["INLINE_MAX_CHARS", "decode_row", "encode_put", "encode_writes", "jsonb"]
+__all__ = [
+    "INLINE_MAX_CHARS",
+    "TailFallback",
+    "decode_row",
+    "encode_put",
+    "encode_writes",
+    "jsonb",
+    "store_whole",
+]
+
+#: A tail in the put's blob arrays: its index, its (thread, ns, channel), the whole value.
+TailFallback = tuple[int, tuple[str, str, str], Row]
 
 #: Strings up to this length are kept inline in the checkpoint row; longer
 #: ones go to blobs, where an unchanged value is stored once, not per step.
@@ -72,35 +86,58 @@ def encode_put(
     *,
     codec: BlobCodec,
     inline: bool,
-) -> tuple[Address, dict[str, Any]]:
-    """The address of the new checkpoint and the parameters of the ``put`` statement.
+    appends: AppendTracker | None = None,
+) -> tuple[Address, dict[str, Any], list[TailFallback]]:
+    """The address of the new checkpoint, the ``put`` statement's parameters, its tails.
 
     Small primitive values of the channels in ``new_versions`` are stored in
     the checkpoint's JSONB; the ``put`` statement carries the parent's inline
     values of unchanged channels over (same version), so a later checkpoint
     finds them without trusting the caller's ``channel_values`` for channels
-    it did not name. Every other written channel becomes one blob row.
+    it did not name. Every other written channel becomes one blob row, or,
+    for a growing list, a tail (and maybe a new snapshot) planned by
+    ``appends``. The tails that extend a snapshot of an earlier put are
+    returned with the whole value to store instead (:func:`store_whole`) if
+    the database refuses them because the snapshot is gone.
     """
     addr = Address.from_config(config)
     check_checkpoint(checkpoint, new_versions)
     meta = merge_metadata(config, metadata)
     head, blobs = split_channel_values(checkpoint, new_versions)
+    if not supports(serde):
+        appends = None
     inline_values: dict[str, Any] = {}
     channels: list[str] = []
     versions: list[str] = []
     types: list[str] = []
     encodings: list[int] = []
     data: list[bytes] = []
+    bases: list[str | None] = []
+    tails: list[TailFallback] = []
     for channel, (version, value) in blobs.items():
         if inline and _inline(value):
             inline_values[channel] = value
             continue
-        tag, encoding, raw = codec.encode(serde, value)
-        channels.append(channel)
-        versions.append(version)
-        types.append(tag)
-        encodings.append(encoding)
-        data.append(raw)
+        if appends is None or value is EMPTY:
+            tag, encoding, raw = codec.encode(serde, value)
+            channels.append(channel)
+            versions.append(version)
+            types.append(tag)
+            encodings.append(encoding)
+            data.append(raw)
+            bases.append(None)
+            continue
+        key = (addr.thread_id, addr.checkpoint_ns, channel)
+        plan = appends.plan(key, version, *serde.dumps_typed(value))
+        for ver, tag, encoding, raw, base in codec.encode_plan(plan):
+            channels.append(channel)
+            versions.append(ver)
+            types.append(tag)
+            encodings.append(encoding)
+            data.append(raw)
+            bases.append(base)
+        if plan.fallback is not None:
+            tails.append((len(channels) - 1, key, plan.fallback))
     head["channel_values"] = inline_values
     cid = checkpoint["id"]
     try:
@@ -122,9 +159,36 @@ def encode_put(
         "types": types,
         "encodings": encodings,
         "blobs": data,
+        "bases": bases,
         "named": list(blobs),
     }
-    return addr.with_id(cid), params
+    return addr.with_id(cid), params, tails
+
+
+def store_whole(
+    params: dict[str, Any],
+    tails: Sequence[TailFallback],
+    codec: BlobCodec,
+    appends: AppendTracker | None,
+) -> dict[str, Any]:
+    """``put`` parameters with every tail replaced by its whole value.
+
+    For a put the database refused because a snapshot its tails extend was
+    deleted meanwhile (another process pruned the thread); the channels are
+    forgotten, so their next write starts a new snapshot.
+    """
+    out = {**params, "types": list(params["types"]), "encodings": list(params["encodings"])}
+    out["blobs"] = list(params["blobs"])
+    out["bases"] = list(params["bases"])
+    for index, key, whole in tails:
+        if appends is not None:
+            appends.forget(key)
+        tag, encoding, raw = codec.encode_bytes(whole.tag, whole.data)
+        out["types"][index] = tag
+        out["encodings"][index] = encoding
+        out["blobs"][index] = raw
+        out["bases"][index] = None
+    return out
 
 
 def encode_writes(
@@ -165,8 +229,17 @@ def encode_writes(
     return addr, params
 
 
-def decode_row(serde: SerializerProtocol, codec: BlobCodec, row: Sequence[Any]) -> CheckpointTuple:
-    """A :class:`CheckpointTuple` from one row of the read statements (see ``_sql``)."""
+def decode_row(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    row: Sequence[Any],
+    memo: DecodeMemo | None = None,
+) -> CheckpointTuple:
+    """A :class:`CheckpointTuple` from one row of the read statements (see ``_sql``).
+
+    ``memo`` shares decoded snapshots between the rows of one page, as in
+    :func:`tether.backends._sqlbase.build_tuple`.
+    """
     (
         thread_id,
         ns,
@@ -178,6 +251,9 @@ def decode_row(serde: SerializerProtocol, codec: BlobCodec, row: Sequence[Any]) 
         b_types,
         b_encodings,
         b_blobs,
+        b_bases,
+        s_encodings,
+        s_blobs,
         w_tasks,
         w_channels,
         w_types,
@@ -187,10 +263,29 @@ def decode_row(serde: SerializerProtocol, codec: BlobCodec, row: Sequence[Any]) 
     at = Address(thread_id, ns, cid)
     values: dict[str, Any] = head.get("channel_values") or {}
     if b_channels:
-        for channel, tag, enc, raw in zip(b_channels, b_types, b_encodings, b_blobs, strict=True):
+        for channel, tag, enc, raw, base, s_enc, s_raw in zip(
+            b_channels, b_types, b_encodings, b_blobs, b_bases, s_encodings, s_blobs, strict=True
+        ):
             if tag == EMPTY_TAG:
                 continue
-            values[channel] = codec.decode(serde, tag, enc, raw, address=at, channel=channel)
+            if base is None:
+                values[channel] = codec.decode(serde, tag, enc, raw, address=at, channel=channel)
+                continue
+            key = (thread_id, ns, channel, base)
+            snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
+            if snapshot is _MISSING:
+                if s_enc is None:
+                    raise StorageError(
+                        f"the snapshot {base!r} that channel {channel!r} of checkpoint {cid} "
+                        f"in thread {thread_id!r} extends is missing; the store is damaged"
+                    )
+                snapshot = codec.decode(serde, tag, s_enc, s_raw, address=at, channel=channel)
+                if memo is not None:
+                    memo[key] = snapshot
+            tail = codec.decode(serde, tag, enc, raw, address=at, channel=channel)
+            values[channel] = join_append(
+                snapshot, tail, where=f"of channel {channel!r} in thread {thread_id!r}"
+            )
     head["channel_values"] = values
     pending: list[PendingWrite] = []
     if w_tasks:
@@ -206,3 +301,6 @@ def decode_row(serde: SerializerProtocol, codec: BlobCodec, row: Sequence[Any]) 
         parent_config=at.with_id(parent_id).to_config() if parent_id else None,
         pending_writes=pending,
     )
+
+
+_MISSING: Any = object()

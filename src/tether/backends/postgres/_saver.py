@@ -40,6 +40,7 @@ from typing import Any, Self
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import _AsyncPostgresCore
 from tether.backends.postgres._sql import Statements
@@ -115,7 +116,11 @@ class PostgresSaver(BaseCheckpointSaver):
             serializer: inline values bypass it.
         page_size: checkpoints per query when listing (memory stays bounded by it).
         compress_threshold: values serialized to at least this many bytes are
-            stored zlib-compressed (level 1); ``None`` stores all plain.
+            stored zstd-compressed (level 1); ``None`` stores all plain.
+        delta_threshold: lists serialized to at least this many bytes are
+            stored as an immutable snapshot plus the tail appended since (a
+            growing message history costs a few messages per step, not the
+            whole history); ``None`` stores every value whole.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres session advisory lock on a thread for the length of a run, so two
@@ -162,6 +167,7 @@ class PostgresSaver(BaseCheckpointSaver):
         inline_primitives: bool = True,
         page_size: int = 100,
         compress_threshold: int | None = 2048,
+        delta_threshold: int | None = DEFAULT_MIN_BYTES,
     ) -> None:
         super().__init__(serde=serde)
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
@@ -174,6 +180,7 @@ class PostgresSaver(BaseCheckpointSaver):
             "inline": bool(inline_primitives),
             "page_size": page_size,
             "codec": BlobCodec(compress_threshold=compress_threshold),
+            "appends": AppendTracker.create(delta_threshold),
         }
         self._res = _Resources()
         if conn is None:
@@ -205,6 +212,7 @@ class PostgresSaver(BaseCheckpointSaver):
         inline_primitives: bool = True,
         page_size: int = 100,
         compress_threshold: int | None = 2048,
+        delta_threshold: int | None = DEFAULT_MIN_BYTES,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
@@ -235,6 +243,7 @@ class PostgresSaver(BaseCheckpointSaver):
             inline_primitives=inline_primitives,
             page_size=page_size,
             compress_threshold=compress_threshold,
+            delta_threshold=delta_threshold,
         )
         res = saver._res
         res.url = conn_string

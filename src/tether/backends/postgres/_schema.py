@@ -9,14 +9,20 @@ autocommit, then recorded; an index left INVALID by an interrupted build is
 dropped and rebuilt on the next ``setup()``).
 
 Tables (``encoding`` on blobs and writes is
-:mod:`tether.backends._sqlbase`'s: 0 = the serializer's bytes, 1 = those
-bytes zlib-compressed; other codes are reserved for delta encodings, S7):
+:mod:`tether.backends._sqlbase`'s: 0 = the serializer's bytes, 2 = those
+bytes zstd-compressed, 1 = zlib-compressed (read only); other codes are
+reserved):
 
 * ``checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
   checkpoint JSONB, metadata JSONB)`` -- ``checkpoint`` is the checkpoint
   without channel values except the small primitive ones, kept inline;
 * ``checkpoint_blobs(thread_id, checkpoint_ns, channel, version, encoding,
-  type, blob)`` -- one row per written channel version;
+  type, blob, base)`` -- one row per written channel version, and the
+  snapshots of append-encoded lists (:mod:`tether.backends._delta`): a row
+  whose ``base`` is set holds the tail appended since that snapshot. A
+  foreign key from ``base`` to the snapshot's row makes the database refuse a
+  tail whose snapshot another process deleted (the writer then stores the
+  whole value) and a sweep that would delete a snapshot a tail still needs;
 * ``checkpoint_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
   task_path, channel, type, encoding, blob)``.
 
@@ -27,7 +33,9 @@ checkpoint_ns)`` for listing a thread across namespaces newest first,
 thread, a partial expression index on ``metadata ->> 'run_id'`` for
 ``delete_for_runs``, and a GIN index (``jsonb_path_ops``) on ``metadata`` for
 a filtered listing of every thread (the filter adds ``metadata @> filter``, a
-necessary condition of its exact equality). Blobs and writes need no index
+necessary condition of its exact equality), and a partial index on
+``checkpoint_blobs(thread_id, checkpoint_ns, channel, base)`` for the foreign
+key's checks when snapshots are deleted. Blobs and writes need no other index
 beyond their keys. ``tests/postgres/test_queries.py`` checks every statement's
 plan on a populated store.
 """
@@ -126,6 +134,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         concurrent=True,
         index="checkpoints_metadata_idx",
+    ),
+    Migration(
+        "append_deltas",
+        (
+            "ALTER TABLE {schema}.checkpoint_blobs ADD COLUMN IF NOT EXISTS base TEXT",
+            # NOT VALID: every existing row has base NULL, so there is nothing to
+            # check, and skipping the validation scan keeps a big table unlocked.
+            "ALTER TABLE {schema}.checkpoint_blobs ADD CONSTRAINT checkpoint_blobs_base_fkey "
+            "FOREIGN KEY (thread_id, checkpoint_ns, channel, base) "
+            "REFERENCES {schema}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version) "
+            "NOT VALID",
+        ),
+    ),
+    Migration(
+        "checkpoint_blobs_base_idx",
+        (
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoint_blobs_base_idx "
+            "ON {schema}.checkpoint_blobs (thread_id, checkpoint_ns, channel, base) "
+            "WHERE base IS NOT NULL",
+        ),
+        concurrent=True,
+        index="checkpoint_blobs_base_idx",
     ),
 )
 

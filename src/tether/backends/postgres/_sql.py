@@ -36,11 +36,12 @@ def check_schema_name(schema: str) -> str:
 
 # Columns every read returns, in this order (see _codec.decode_row): the
 # checkpoint, its parent, and -- in the same round trip -- its channel blobs
-# and pending writes as parallel arrays, the writes already in S2.4 order.
+# (with the snapshot each append tail extends) and pending writes as parallel
+# arrays, the writes already in S2.4 order.
 _READ_COLUMNS = """
     c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
     c.checkpoint, c.metadata,
-    b.channels, b.types, b.encodings, b.blobs,
+    b.channels, b.types, b.encodings, b.blobs, b.bases, b.s_encodings, b.s_blobs,
     w.task_ids, w.channels, w.types, w.encodings, w.blobs
 """
 
@@ -50,11 +51,17 @@ def _read_joins(blobs: str, writes: str) -> str:
     return f"""
     LEFT JOIN LATERAL (
         SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types,
-               array_agg(bl.encoding) AS encodings, array_agg(bl.blob) AS blobs
+               array_agg(bl.encoding) AS encodings, array_agg(bl.blob) AS blobs,
+               array_agg(bl.base) AS bases, array_agg(sn.encoding) AS s_encodings,
+               array_agg(sn.blob) AS s_blobs
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
         JOIN {blobs} bl
           ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
          AND bl.channel = v.key AND bl.version = v.value
+        LEFT JOIN {blobs} sn
+          ON bl.base IS NOT NULL AND sn.thread_id = bl.thread_id
+         AND sn.checkpoint_ns = bl.checkpoint_ns AND sn.channel = bl.channel
+         AND sn.version = bl.base
         WHERE NOT coalesce(c.checkpoint -> 'channel_values' ? v.key, false)
     ) b ON true
     LEFT JOIN LATERAL (
@@ -106,13 +113,15 @@ class Statements:
         # the parent does not hold and that has no blob at that version.
         self.put = f"""
 WITH blobs AS (
-    INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, type, encoding, blob)
-    SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.encoding, x.blob
+    INSERT INTO {self.blobs}
+        (thread_id, checkpoint_ns, channel, version, type, encoding, blob, base)
+    SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.encoding, x.blob, x.base
     FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
-                %(encodings)s::smallint[], %(blobs)s::bytea[])
-        AS x(channel, version, type, encoding, blob)
+                %(encodings)s::smallint[], %(blobs)s::bytea[], %(bases)s::text[])
+        AS x(channel, version, type, encoding, blob, base)
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
-        SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding
+        SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding,
+            base = EXCLUDED.base
 ), head AS (
     SELECT %(checkpoint)s::jsonb AS cp
 ), parent AS (
@@ -195,11 +204,13 @@ DELETE FROM {self.checkpoints} WHERE thread_id = %(t)s
         # copy_thread: one statement, so the copy is all-or-nothing.
         self.copy_thread = f"""
 WITH b AS (
-    INSERT INTO {self.blobs} (thread_id, checkpoint_ns, channel, version, encoding, type, blob)
-    SELECT %(dst)s, checkpoint_ns, channel, version, encoding, type, blob
+    INSERT INTO {self.blobs}
+        (thread_id, checkpoint_ns, channel, version, encoding, type, blob, base)
+    SELECT %(dst)s, checkpoint_ns, channel, version, encoding, type, blob, base
     FROM {self.blobs} WHERE thread_id = %(src)s
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
-        SET encoding = EXCLUDED.encoding, type = EXCLUDED.type, blob = EXCLUDED.blob
+        SET encoding = EXCLUDED.encoding, type = EXCLUDED.type, blob = EXCLUDED.blob,
+            base = EXCLUDED.base
 ), w AS (
     INSERT INTO {self.writes} {write_cols}
     SELECT %(dst)s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type,
@@ -253,19 +264,41 @@ WHERE w.thread_id = ANY(%(threads)s::text[])
       AND c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
       AND c.checkpoint_id = w.checkpoint_id)
 """
+        # Blobs are live when a checkpoint refers to them or when they are the
+        # snapshot a live tail extends (one level: snapshots have no base).
+        # Rows another transaction holds locked are skipped, not waited for:
+        # that is a concurrent put whose tail's foreign-key check locked the
+        # snapshot it extends, so the snapshot is about to be live again. A
+        # snapshot this sweep deletes first makes that put's check fail, and
+        # the put stores the whole value instead.
         self.sweep_blobs = f"""
 WITH live AS MATERIALIZED (
     SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
     FROM {self.checkpoints} c
     CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
     WHERE c.thread_id = ANY(%(threads)s::text[])
+), keep AS MATERIALIZED (
+    SELECT thread_id, checkpoint_ns, channel, version FROM live
+    UNION
+    SELECT bl.thread_id, bl.checkpoint_ns, bl.channel, bl.base
+    FROM live JOIN {self.blobs} bl
+      ON bl.thread_id = live.thread_id AND bl.checkpoint_ns = live.checkpoint_ns
+     AND bl.channel = live.channel AND bl.version = live.version
+    WHERE bl.base IS NOT NULL AND bl.thread_id = ANY(%(threads)s::text[])
+), doomed AS (
+    SELECT bl.thread_id, bl.checkpoint_ns, bl.channel, bl.version
+    FROM {self.blobs} bl
+    WHERE bl.thread_id = ANY(%(threads)s::text[])
+      AND NOT EXISTS (
+        SELECT 1 FROM keep
+        WHERE keep.thread_id = bl.thread_id AND keep.checkpoint_ns = bl.checkpoint_ns
+          AND keep.channel = bl.channel AND keep.version = bl.version)
+    FOR UPDATE SKIP LOCKED
 )
-DELETE FROM {self.blobs} bl
+DELETE FROM {self.blobs} bl USING doomed
 WHERE bl.thread_id = ANY(%(threads)s::text[])
-  AND NOT EXISTS (
-    SELECT 1 FROM live
-    WHERE live.thread_id = bl.thread_id AND live.checkpoint_ns = bl.checkpoint_ns
-      AND live.channel = bl.channel AND live.version = bl.version)
+  AND bl.thread_id = doomed.thread_id AND bl.checkpoint_ns = doomed.checkpoint_ns
+  AND bl.channel = doomed.channel AND bl.version = doomed.version
 """
         self.prune_all = f"""
 WITH w AS (DELETE FROM {self.writes} WHERE thread_id = ANY(%(threads)s::text[])),

@@ -40,9 +40,16 @@ from tether.backends._common import (
     check_thread_ids,
     metadata_matches,
 )
-from tether.backends._sqlbase import BlobCodec
+from tether.backends._delta import AppendTracker
+from tether.backends._sqlbase import BlobCodec, DecodeMemo
 from tether.backends.postgres import _schema
-from tether.backends.postgres._codec import decode_row, encode_put, encode_writes, jsonb
+from tether.backends.postgres._codec import (
+    decode_row,
+    encode_put,
+    encode_writes,
+    jsonb,
+    store_whole,
+)
 from tether.backends.postgres._errors import is_retryable, translate
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
@@ -97,6 +104,7 @@ class _PostgresCore:
         inline: bool,
         page_size: int,
         codec: BlobCodec,
+        appends: AppendTracker | None = None,
         conninfo: str | None = None,
         connect_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
@@ -112,6 +120,7 @@ class _PostgresCore:
         self._prepare_threshold = prepare_threshold
         self._inline = inline
         self._codec = codec
+        self._appends = appends
         self._page = page_size
         self._conninfo = conninfo
         self._connect_kwargs = dict(connect_kwargs or {})
@@ -243,8 +252,11 @@ class _PostgresCore:
                 jsonb=jsonb,
             )
             rows = self._fetchall(what, q.text, q.params)
+            # Snapshots of append-encoded lists: decoded once per page, their
+            # elements shared by the page's tuples (each gets its own list).
+            memo: DecodeMemo = {}
             for row in rows:
-                yield decode_row(serde, self._codec, row)
+                yield decode_row(serde, self._codec, row, memo)
             produced += len(rows)
             if len(rows) < page or (limit is not None and produced >= limit):
                 return
@@ -261,7 +273,7 @@ class _PostgresCore:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
-        at, params = encode_put(
+        at, params, tails = encode_put(
             serde,
             config,
             checkpoint,
@@ -269,9 +281,19 @@ class _PostgresCore:
             new_versions,
             codec=self._codec,
             inline=self._inline,
+            appends=self._appends,
         )
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
-        self._execute(what, self._sql.put, params)
+        try:
+            self._execute(what, self._sql.put, params)
+        except TetherError as exc:
+            # A tail extends a snapshot another process deleted since this one
+            # wrote it: the foreign key refused the whole statement. Store the
+            # whole values instead.
+            if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+                raise
+            whole = store_whole(params, tails, self._codec, self._appends)
+            self._execute(what, self._sql.put, whole)
         return at.to_config()
 
     def put_writes(
@@ -291,9 +313,15 @@ class _PostgresCore:
 
     # --- thread operations --------------------------------------------------------------
 
+    def _forget(self, thread_ids: Sequence[str] | None) -> None:
+        """Snapshots of these threads may be gone: new tails must not extend them."""
+        if self._appends is not None:
+            self._appends.forget_threads(thread_ids)
+
     def delete_thread(self, thread_id: str) -> None:
         tid = str(thread_id)
         self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
+        self._forget([tid])
 
     def _sync_sweep(self, conn: Connection[Any], threads: Sequence[str]) -> None:
         if threads:
@@ -311,6 +339,7 @@ class _PostgresCore:
                 cur = _execute_tuples(conn, self._sql.delete_runs, {"runs": runs})
                 threads = [r[0] for r in cur.fetchall()]
                 self._sync_sweep(conn, threads)
+                self._forget(threads)
 
         self._run(f"delete_for_runs {runs!r}", op)
 
@@ -336,6 +365,7 @@ class _PostgresCore:
                 self._sync_sweep(conn, tids)
 
         self._run(f"prune ({strategy}) of threads {tids!r}", op)
+        self._forget(tids)
 
     # --- schema -----------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from tether.backends._common import (
     prepare_writes,
     split_channel_values,
 )
-from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row
+from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, supports
 from tether.backends._sqlbase import (
     BlobCodec,
     BlobKey,
@@ -466,7 +466,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         check_checkpoint(checkpoint, new_versions)
         meta = merge_metadata(config, metadata)
         head, values = split_channel_values(checkpoint, new_versions)
-        serde, codec, appends = self.serde, self.codec, self._appends
+        serde, codec = self.serde, self.codec
+        appends = self._appends if supports(serde) else None
         # Serialize before taking the write lock: it is the expensive part.
         tid, ns, cid = addr.thread_id, addr.checkpoint_ns, checkpoint["id"]
         blob_rows: _List[tuple[Any, ...]] = []
