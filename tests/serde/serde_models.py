@@ -84,6 +84,41 @@ class Outer:
         v: int
 
 
+# pydantic models off the plain path (see tether.serde._decode._closed_validator)
+
+
+class Open(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class Closed(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    name: str
+
+
+class Aliased(pydantic.BaseModel):
+    name: str = pydantic.Field(alias="fullName")
+
+
+class WithComputed(pydantic.BaseModel):
+    a: int
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return self.a * 2
+
+
+class CustomInit(pydantic.BaseModel):
+    name: str
+    inits: int = 0
+
+    def __init__(self, **data: object) -> None:
+        super().__init__(**data)
+        self.inits += 1
+
+
 # "next versions" of the classes above, swapped in under the same name by the
 # schema-evolution tests
 
@@ -157,5 +192,10 @@ ALL = [
         "Holder",
         "WithNonInit",
         "Outer.Inner",
+        "Open",
+        "Closed",
+        "Aliased",
+        "WithComputed",
+        "CustomInit",
     )
 ]

@@ -7,10 +7,14 @@ with a fresh serializer.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import warnings
+from datetime import datetime
 from typing import Any
 
+import ormsgpack
+import pydantic
 import pytest
 import serde_models as m
 
@@ -103,6 +107,53 @@ def test_mismatch_is_an_error_by_default(
     assert "no longer fits its class" in str(err)
     assert "upgrades=" in str(err)
     assert "on_mismatch='raw'" in str(err)
+
+
+# a value of each "next version", as that version writes it under the old name
+CURRENT: dict[type, Any] = {
+    m.ItemWithoutK: m.ItemWithoutK(count=2),
+    m.ItemRenamed: m.ItemRenamed("b", 2),
+    m.ItemCountStr: m.ItemCountStr("b", "2"),
+    m.PersonRenamed: m.PersonRenamed(full_name="bo", age=3, address=m.Address(city="Paris")),
+    m.PersonAgeStrict: m.PersonAgeStrict(
+        name="bo", age=datetime(2020, 1, 1), address=m.Address(city="Paris")
+    ),
+    m.PointRenamed: m.PointRenamed(1, 2),
+    m.ColorShrunk: m.ColorShrunk.BLUE,
+}
+
+
+def _written_as(name: str, value: Any) -> tuple[str, bytes]:
+    if isinstance(value, enum.Enum):
+        code, arg = 0, value.value
+    elif isinstance(value, pydantic.BaseModel):
+        code, arg = 5, value.model_dump()
+    elif isinstance(value, tuple):
+        code, arg = 2, value._asdict()
+    else:
+        code, arg = 2, {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    _tag, envelope = MsgpackSerializer().dumps_typed(["serde_models", name, arg])
+    return "msgpack", ormsgpack.packb({"items": [ormsgpack.Ext(code, envelope)]})
+
+
+@pytest.mark.parametrize(("value", "name", "new_cls", "problems"), CASES)
+def test_mismatch_is_found_by_a_warm_serializer(
+    monkeypatch: pytest.MonkeyPatch, value: Any, name: str, new_cls: type, problems: list[str]
+) -> None:
+    """Old data read after current data: the fast path for a known class checks as well."""
+    stored = _store(value)
+    monkeypatch.setattr(m, name, new_cls)
+    serde = MsgpackSerializer(allowlist=m.ALL)
+    current = _written_as(name, CURRENT[new_cls])
+    for _ in range(2):
+        assert serde.loads_typed(current) == {"items": [CURRENT[new_cls]]}
+    for _ in range(2):
+        with pytest.raises(DecodeError) as info:
+            serde.loads_typed(stored)
+        for problem in problems:
+            assert problem in str(info.value)
+        assert info.value.path == "$.items[0]"
+    assert serde.loads_typed(current) == {"items": [CURRENT[new_cls]]}
 
 
 @pytest.mark.parametrize(("value", "name", "new_cls", "problems"), CASES)

@@ -66,6 +66,9 @@ def _kw(value: Any) -> dict[str, Any]:
 
 _new = object.__new__
 _set = object.__setattr__
+# an Enum member read through its class costs a descriptor call on 3.11
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
+_MAX_UUID = 1 << 128
 
 
 def _uuid(value: Any) -> uuid.UUID:
@@ -73,12 +76,18 @@ def _uuid(value: Any) -> uuid.UUID:
     # (what the encoder writes) needs only the int
     if type(value) is str and len(value) == 32:
         number = int(value, 16)
-        if 0 <= number < 1 << 128:
+        if 0 <= number < _MAX_UUID:
             out: uuid.UUID = _new(uuid.UUID)
             _set(out, "int", number)
-            _set(out, "is_safe", uuid.SafeUUID.unknown)
+            _set(out, "is_safe", _UNKNOWN_SAFETY)
             return out
     return uuid.UUID(hex=_str(value))
+
+
+def _fromisoformat(value: Any) -> dt.datetime:
+    if type(value) is str:
+        return dt.datetime.fromisoformat(value)
+    return dt.datetime.fromisoformat(_str(value))
 
 
 def _hashable(value: Any) -> Any:
@@ -174,9 +183,7 @@ SAFE_BUILDERS: dict[tuple[Any, ...], _Builder] = {
     (EXT_CONSTRUCTOR_POS_ARGS, "re", "compile"): _pattern,
     (EXT_CONSTRUCTOR_KW_ARGS, "datetime", "time"): _time,
     (EXT_CONSTRUCTOR_KW_ARGS, "datetime", "datetime"): _datetime_kw,
-    (EXT_METHOD_SINGLE_ARG, "datetime", "datetime", "fromisoformat"): lambda v: (
-        dt.datetime.fromisoformat(_str(v))
-    ),
+    (EXT_METHOD_SINGLE_ARG, "datetime", "datetime", "fromisoformat"): _fromisoformat,
 }
 for _ip in (
     ipaddress.IPv4Address,

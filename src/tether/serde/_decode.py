@@ -26,15 +26,12 @@ import ormsgpack
 from tether.errors import DecodeError
 from tether.serde import _allowlist
 from tether.serde._ext import (
-    EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
     EXT_NAMES,
     EXT_NUMPY_ARRAY,
-    EXT_PYDANTIC_V1,
-    EXT_PYDANTIC_V2,
     UNPACK_OPTS,
 )
 
@@ -51,18 +48,35 @@ class SchemaMismatchWarning(UserWarning):
 _warned_permissive: set[tuple[str, str]] = set()
 _MAX_WARNED = 1000
 
+# Bounds of Decoder._memo: an Enum envelope is a few dozen bytes; hashing
+# larger ext 0 payloads (sets, tuples) would cost more than it could save.
+_MEMO_MAX_BYTES = 256
+_MEMO_MAX_ITEMS = 4096
+
 # ormsgpack replaces an ext_hook's exception with a bare ValueError; the real,
 # innermost DecodeError waits here for the top-level call (per thread).
 _failure = threading.local()
 
-_ENVELOPE_LEN = {
-    EXT_CONSTRUCTOR_SINGLE_ARG: (3,),
-    EXT_CONSTRUCTOR_POS_ARGS: (3,),
-    EXT_CONSTRUCTOR_KW_ARGS: (3,),
-    EXT_METHOD_SINGLE_ARG: (4,),
-    EXT_PYDANTIC_V1: (3,),
-    EXT_PYDANTIC_V2: (3, 4),
-}
+# allowed lengths of the [module, name, arg, ...] envelope, by ext code (0-5)
+_ENVELOPE_LEN = (
+    (3,),  # EXT_CONSTRUCTOR_SINGLE_ARG
+    (3,),  # EXT_CONSTRUCTOR_POS_ARGS
+    (3,),  # EXT_CONSTRUCTOR_KW_ARGS
+    (4,),  # EXT_METHOD_SINGLE_ARG
+    (3,),  # EXT_PYDANTIC_V1
+    (3, 4),  # EXT_PYDANTIC_V2
+)
+_unpackb = ormsgpack.unpackb
+
+
+# How Decoder.hook builds a type it has seen, from its (how, target, extra)
+# entry in Decoder._fast:
+_SAFE = 0  # a safe built-in type: target(arg), its errors reported as malformed
+_METHOD = 1  # ext 3: target(arg) when the stored method name is extra
+_BUILD = 2  # target(arg), which checks the input itself (the from_* paths)
+_VALIDATE = 3  # pydantic: target(fields) when the stored keys are exactly extra
+_MEMBER = 4  # an Enum member: target[value]
+_Fast = tuple[int, Any, Any]
 
 
 class _Kind(enum.Enum):
@@ -229,9 +243,21 @@ class Decoder:
         self.on_mismatch = on_mismatch
         self.upgrades = dict(upgrades)
         self._classes: dict[tuple[str, str], _ClassInfo] = {}
-        self._fast: dict[tuple[Any, ...], Callable[[Any], Any]] = {
-            key: _guarded(build, key[1], key[2]) for key, build in _allowlist.SAFE_BUILDERS.items()
-        }
+        # ext code -> module -> name -> how to build the envelope's argument
+        # (see _SAFE...): the safe builders, then each allowed class once it
+        # has been resolved. Nested dicts, not (code, module, name) keys: no
+        # tuple to build per value.
+        self._fast: list[dict[str, dict[str, _Fast]]] = [{} for _ in _ENVELOPE_LEN]
+        for key, build in _allowlist.SAFE_BUILDERS.items():
+            code, module, name = key[0], key[1], key[2]
+            entry = (_SAFE, build, None) if len(key) == 3 else (_METHOD, build, key[3])
+            self._fast[code].setdefault(module, {})[name] = entry
+        # ext 0 payload bytes -> the Enum member they decoded to. Members are
+        # singletons and a state repeats a few of them many times, so the same
+        # bytes skip the envelope entirely; only members found by value (after
+        # the allowlist check) are kept, never an upgrade's or raw result.
+        self._memo: dict[bytes, Any] = {}
+        self._hook = self.hook  # one bound method for every nested unpackb
         self._lock = threading.Lock()
 
     # --- entry points -------------------------------------------------------
@@ -240,7 +266,7 @@ class Decoder:
         """Decode MessagePack bytes; every failure is a DecodeError with a path."""
         _failure.exc = None
         try:
-            return ormsgpack.unpackb(raw, ext_hook=self.hook, option=UNPACK_OPTS)
+            return _unpackb(raw, ext_hook=self._hook, option=UNPACK_OPTS)
         except (ValueError, TypeError, RecursionError, ormsgpack.MsgpackDecodeError) as exc:
             inner = getattr(_failure, "exc", None)
             _failure.exc = None
@@ -253,8 +279,53 @@ class Decoder:
         )
 
     def hook(self, code: int, data: bytes) -> Any:
+        """ormsgpack's ``ext_hook``: one ext value, through the checks in the module docs.
+
+        A type seen before (or a safe built-in one) is built right here from its
+        ``_fast`` entry: a state holds thousands of ext values, so the hot path
+        is this one function. Anything else, and any input that does not fit,
+        goes to :meth:`_slow` and the ``from_*`` paths, which check it and say
+        what is wrong.
+        """
         try:
-            return self._ext(code, data)
+            if code == EXT_CONSTRUCTOR_SINGLE_ARG and len(data) <= _MEMO_MAX_BYTES:
+                hit = self._memo.get(data)
+                if hit is not None:
+                    return hit
+            if not 0 <= code < len(_ENVELOPE_LEN):
+                return _other_ext(code, data)
+            env = _unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS)
+            if type(env) is not list or len(env) not in _ENVELOPE_LEN[code]:
+                return self._slow(code, env)
+            try:
+                how, target, extra = self._fast[code][env[0]][env[1]]
+            except (KeyError, TypeError):  # not seen yet, or an unhashable module/name
+                return self._slow(code, env)
+            arg = env[2]
+            if how == _SAFE or (how == _METHOD and env[3] == extra):
+                try:
+                    return target(arg)
+                except Exception as exc:
+                    raise _rebuild_error(env[0], env[1], exc) from exc
+            if how == _BUILD:
+                return target(arg)
+            if how == _VALIDATE:
+                # validation would ignore a stored field the class no longer has
+                if type(arg) is dict and arg.keys() == extra:
+                    try:
+                        return target(arg)
+                    except (ValueError, TypeError):
+                        pass
+                return self.from_fields((env[0], env[1]), arg)
+            if how == _MEMBER:
+                try:
+                    member = target[arg]
+                except (KeyError, TypeError):  # aliases, _missing_, or no longer a member
+                    return self.from_value((env[0], env[1]), arg)
+                if len(data) <= _MEMO_MAX_BYTES and len(self._memo) < _MEMO_MAX_ITEMS:
+                    self._memo[data] = member
+                return member
+            return self._slow(code, env)
         except DecodeError as exc:
             if getattr(_failure, "exc", None) is None:
                 _failure.exc = exc
@@ -267,34 +338,9 @@ class Decoder:
                 _failure.exc = err
             raise
 
-    # --- ext codes -----------------------------------------------------------
-
-    def _ext(self, code: int, data: bytes) -> Any:
-        if code == EXT_NUMPY_ARRAY:
-            return _numpy(data)
-        if code == EXT_DELTA_SNAPSHOT:
-            raise DecodeError(
-                "ext 7 (LangGraph _DeltaSnapshot, a DeltaChannel snapshot) is not supported "
-                "by tether; read this checkpoint with LangGraph's JsonPlusSerializer"
-            )
-        lengths = _ENVELOPE_LEN.get(code)
-        if lengths is None:
-            raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-6")
-        env = ormsgpack.unpackb(data, ext_hook=self.hook, option=UNPACK_OPTS)
-        if type(env) is list and len(env) in lengths:
-            try:
-                fast = self._fast.get(
-                    (code, env[0], env[1])
-                    if code != EXT_METHOD_SINGLE_ARG
-                    else (code, *env[:2], env[3])
-                )
-            except TypeError:  # an unhashable module/name: the slow path says what is wrong
-                fast = None
-            if fast is not None:
-                return fast(env[2])
-        return self._slow(code, env, lengths)
-
-    def _slow(self, code: int, env: Any, lengths: tuple[int, ...]) -> Any:
+    def _slow(self, code: int, env: Any) -> Any:
+        """First sight of a type, or input the fast path did not accept."""
+        lengths = _ENVELOPE_LEN[code]
         if (
             not isinstance(env, list | tuple)
             or len(env) not in lengths
@@ -321,42 +367,24 @@ class Decoder:
             out = self.from_fields(key, arg)
         info = self._classes.get(key)
         if info is not None:
-            self._fast[(code, module, name)] = self._maker(code, key, info)
+            self._fast[code].setdefault(module, {})[name] = self._maker(code, key, info)
         return out
 
-    def _maker(self, code: int, key: tuple[str, str], info: _ClassInfo) -> Callable[[Any], Any]:
+    def _maker(self, code: int, key: tuple[str, str], info: _ClassInfo) -> _Fast:
         """The fast path for a class seen before: valid input goes straight to it."""
         cls = info.cls
         if code == EXT_CONSTRUCTOR_SINGLE_ARG:
-            slow_value = functools.partial(self.from_value, key)
             members = getattr(cls, "_value2member_map_", None)
-            if info.kind is not _Kind.ENUM or not isinstance(members, dict):
-                return slow_value
-
-            def enum_member(value: Any) -> Any:
-                try:
-                    return members[value]
-                except (KeyError, TypeError):  # aliases, _missing_, or no longer a member
-                    return slow_value(value)
-
-            return enum_member
+            if info.kind is _Kind.ENUM and isinstance(members, dict):
+                return (_MEMBER, members, None)
+            return (_BUILD, functools.partial(self.from_value, key), None)
         if code == EXT_CONSTRUCTOR_POS_ARGS:
-            return functools.partial(self.from_args, key)
+            return (_BUILD, functools.partial(self.from_args, key), None)
         slow = functools.partial(self.from_fields, key)
         names = info.fields
         if info.kind in (_Kind.PYDANTIC_V2, _Kind.PYDANTIC_V1) and not info.drop:
-            validate = info.validate
-            assert validate is not None
-
-            def model(fields: Any) -> Any:
-                if type(fields) is dict and fields.keys() == names:
-                    try:
-                        return validate(fields)
-                    except (ValueError, TypeError):
-                        pass  # the slow path names the mismatch
-                return slow(fields)
-
-            return model
+            assert info.validate is not None
+            return (_VALIDATE, info.validate, names)
         if info.kind in (_Kind.DATACLASS, _Kind.NAMEDTUPLE) and not (
             info.non_init or info.as_tuple
         ):
@@ -373,8 +401,8 @@ class Decoder:
                         pass
                 return slow(fields)
 
-            return record
-        return slow
+            return (_BUILD, record, None)
+        return (_BUILD, slow, None)
 
     # --- construction paths ------------------------------------------------------
 
@@ -574,13 +602,17 @@ class Decoder:
                 env = ormsgpack.unpackb(value.data, ext_hook=_RawExt, option=UNPACK_OPTS)
             except Exception:
                 return path
-            if value.code in _ENVELOPE_LEN and isinstance(env, list | tuple) and len(env) >= 3:
+            if (
+                0 <= value.code < len(_ENVELOPE_LEN)
+                and isinstance(env, list | tuple)
+                and len(env) >= 3
+            ):
                 found = self._walk(env[2], path, depth + 1)
                 if found is not None:
                     return found
             _failure.exc = None
             try:
-                self._ext(value.code, value.data)
+                self.hook(value.code, value.data)
             except Exception:
                 return path
             return None
@@ -597,20 +629,26 @@ class Decoder:
         return None
 
 
-def _guarded(build: Callable[[Any], Any], module: str, name: str) -> Callable[[Any], Any]:
-    def safe(arg: Any) -> Any:
-        try:
-            return build(arg)
-        except (TypeError, ValueError, KeyError, OverflowError, ArithmeticError) as exc:
-            raise DecodeError(
-                f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
-            ) from exc
-        except Exception as exc:  # e.g. ZoneInfoNotFoundError, re.error
-            raise DecodeError(
-                f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}"
-            ) from exc
+def _other_ext(code: int, data: bytes) -> Any:
+    """Ext codes without a ``[module, name, ...]`` envelope."""
+    if code == EXT_NUMPY_ARRAY:
+        return _numpy(data)
+    if code == EXT_DELTA_SNAPSHOT:
+        raise DecodeError(
+            "ext 7 (LangGraph _DeltaSnapshot, a DeltaChannel snapshot) is not supported "
+            "by tether; read this checkpoint with LangGraph's JsonPlusSerializer"
+        )
+    raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-6")
 
-    return safe
+
+def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:
+    """A safe builder failed on the stored argument."""
+    if isinstance(exc, TypeError | ValueError | KeyError | OverflowError | ArithmeticError):
+        return DecodeError(
+            f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
+        )
+    # e.g. ZoneInfoNotFoundError, re.error
+    return DecodeError(f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}")
 
 
 class _RawExt:
