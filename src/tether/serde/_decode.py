@@ -264,7 +264,8 @@ class Decoder:
 
     def unpack(self, raw: bytes) -> Any:
         """Decode MessagePack bytes; every failure is a DecodeError with a path."""
-        _failure.exc = None
+        # _failure is cleared on every way out of a failed call, so that a
+        # successful one (the common case) does not pay for resetting it
         try:
             return _unpackb(raw, ext_hook=self._hook, option=UNPACK_OPTS)
         except (ValueError, TypeError, RecursionError, ormsgpack.MsgpackDecodeError) as exc:
@@ -272,6 +273,9 @@ class Decoder:
             _failure.exc = None
             if not isinstance(inner, DecodeError):
                 raise DecodeError(f"invalid msgpack data: {exc}") from exc
+        except BaseException:
+            _failure.exc = None
+            raise
         path = self._locate(raw)
         _failure.exc = None
         raise DecodeError(inner.reason, path=path, type_name=inner.type_name) from (

@@ -83,8 +83,12 @@ class Unsupported(Exception):
 last_error = threading.local()
 
 
+_packb = ormsgpack.packb
+_Ext = ormsgpack.Ext
+
+
 def _pack(payload: Any) -> bytes:
-    return ormsgpack.packb(payload, default=default, option=PACK_OPTS)
+    return _packb(payload, default=default, option=PACK_OPTS)
 
 
 def class_key(cls: type) -> tuple[str, str]:
@@ -99,56 +103,67 @@ def class_key(cls: type) -> tuple[str, str]:
     return cls.__module__, qual
 
 
+# The encoders below call ormsgpack directly rather than through helpers: a
+# state holds thousands of typed values and each Python call adds to every one.
+
+
 def _single(cls: type, arg: Callable[[Any], Any], name: str | None = None) -> _Encoder:
     module, qual = class_key(cls)
-    head = [module, name or qual]
+    name = name or qual
 
     def enc(obj: Any) -> ormsgpack.Ext:
-        return ormsgpack.Ext(EXT_CONSTRUCTOR_SINGLE_ARG, _pack([*head, arg(obj)]))
+        payload = _packb([module, name, arg(obj)], default=default, option=PACK_OPTS)
+        return _Ext(EXT_CONSTRUCTOR_SINGLE_ARG, payload)
 
     return enc
 
 
 def _positional(cls: type, args: Callable[[Any], list[Any]], name: str | None = None) -> _Encoder:
     module, qual = class_key(cls)
-    head = [module, name or qual]
+    name = name or qual
 
     def enc(obj: Any) -> ormsgpack.Ext:
-        return ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, _pack([*head, args(obj)]))
+        payload = _packb([module, name, args(obj)], default=default, option=PACK_OPTS)
+        return _Ext(EXT_CONSTRUCTOR_POS_ARGS, payload)
 
     return enc
 
 
 def _keywords(cls: type, fields: Callable[[Any], dict[str, Any]]) -> _Encoder:
-    head = list(class_key(cls))
+    module, name = class_key(cls)
 
     def enc(obj: Any) -> ormsgpack.Ext:
-        return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, _pack([*head, fields(obj)]))
+        payload = _packb([module, name, fields(obj)], default=default, option=PACK_OPTS)
+        return _Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
     return enc
 
 
 def _dataclass(cls: type) -> _Encoder:
     names = tuple(f.name for f in dataclasses.fields(cls))
-    head = list(class_key(cls))
+    module, name = class_key(cls)
 
     def enc(obj: Any) -> ormsgpack.Ext:
         # no dataclasses.asdict: it deep-copies and flattens nested dataclasses
-        return ormsgpack.Ext(
-            EXT_CONSTRUCTOR_KW_ARGS, _pack([*head, {n: getattr(obj, n) for n in names}])
-        )
+        fields = {n: getattr(obj, n) for n in names}
+        payload = _packb([module, name, fields], default=default, option=PACK_OPTS)
+        return _Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
     return enc
 
 
 def _pydantic_v2(cls: type) -> _Encoder:
-    head = list(class_key(cls))
-    serializer = cls.__pydantic_serializer__  # type: ignore[attr-defined]
+    module, name = class_key(cls)
+    # to_python is what model_dump calls, minus its Python-level argument handling
+    to_python = cls.__pydantic_serializer__.to_python  # type: ignore[attr-defined]
 
     def enc(obj: Any) -> ormsgpack.Ext:
-        # to_python is what model_dump calls, minus its Python-level argument handling
-        fields = serializer.to_python(obj)
-        return ormsgpack.Ext(EXT_PYDANTIC_V2, _pack([*head, fields, "model_validate_json"]))
+        payload = _packb(
+            [module, name, to_python(obj), "model_validate_json"],
+            default=default,
+            option=PACK_OPTS,
+        )
+        return _Ext(EXT_PYDANTIC_V2, payload)
 
     return enc
 
@@ -178,8 +193,9 @@ def _numpy(obj: Any) -> ormsgpack.Ext:
 def _datetime(obj: datetime) -> ormsgpack.Ext:
     tz = obj.tzinfo
     if tz is None or type(tz) is timezone:
-        return ormsgpack.Ext(
-            EXT_METHOD_SINGLE_ARG, _pack(["datetime", "datetime", obj.isoformat(), "fromisoformat"])
+        return _Ext(
+            EXT_METHOD_SINGLE_ARG,
+            _packb(["datetime", "datetime", obj.isoformat(), "fromisoformat"], option=PACK_OPTS),
         )
     # an ISO string keeps only the offset: a ZoneInfo (DST rules) needs the
     # keyword form, which LangGraph also reads (datetime(**kwargs))
@@ -341,15 +357,19 @@ def default(obj: Any) -> ormsgpack.Ext:
 
 def pack(obj: Any) -> bytes:
     """Encode ``obj``; raises :class:`Unsupported` naming the offending value."""
-    last_error.exc = None
+    # last_error is cleared on every way out of a failed call, so that a
+    # successful one (the common case) does not pay for resetting it
     try:
-        return ormsgpack.packb(obj, default=default, option=PACK_OPTS)
+        return _packb(obj, default=default, option=PACK_OPTS)
     except (TypeError, ValueError, ormsgpack.MsgpackEncodeError) as exc:
         found = getattr(last_error, "exc", None)
         last_error.exc = None
         if isinstance(found, Unsupported):
             raise found from None
         raise Unsupported(obj, str(exc)) from exc
+    except BaseException:
+        last_error.exc = None
+        raise
 
 
 def locate(root: Any, target: Any) -> str:

@@ -245,9 +245,11 @@ class MsgpackSerializer:
         except (TypeError, ValueError) as exc:
             raise DecodeError(f"expected a (tag, bytes) pair, got {type(data).__name__}") from exc
         if tag == "msgpack":
-            if not isinstance(raw, bytes | bytearray | memoryview):
-                raise DecodeError(f"msgpack payload must be bytes, got {type(raw).__name__}")
-            return self._decoder.unpack(bytes(raw) if not isinstance(raw, bytes) else raw)
+            if type(raw) is not bytes:
+                if not isinstance(raw, bytes | bytearray | memoryview):
+                    raise DecodeError(f"msgpack payload must be bytes, got {type(raw).__name__}")
+                raw = bytes(raw)
+            return self._decoder.unpack(raw)
         if tag == "null":
             return None
         if tag == "bytes":
