@@ -110,6 +110,25 @@ def test_huge_declared_length_does_not_allocate() -> None:
             SERDE.loads_typed(("msgpack", data))
 
 
+def test_large_top_level_array_damaged_anywhere_in_its_header() -> None:
+    """A whole-message array is read in place (no ormsgpack pass): damage still fails cleanly."""
+    import numpy as np
+
+    arr = np.arange(5000, dtype=np.float64).reshape(50, 100)
+    payload = SERDE.dumps_typed(arr)[1]
+    assert np.array_equal(SERDE.loads_typed(("msgpack", payload)), arr)
+    for pos in range(40):
+        for byte in (0x00, 0x01, 0x7F, 0x93, 0x94, 0xC4, 0xC6, 0xCE, 0xFF):
+            mutated = payload[:pos] + bytes([byte]) + payload[pos + 1 :]
+            _decode_or_decode_error(mutated)
+    for cut in (1, 3, 6, 10, 20, len(payload) - 1):
+        with pytest.raises(DecodeError):
+            SERDE.loads_typed(("msgpack", payload[:cut]))
+    wrong_shape = ext(6, ["<f8", [50, 101], "C", arr.tobytes()])
+    with pytest.raises(DecodeError, match=r"numpy array\) payload: 40000 bytes for shape"):
+        SERDE.loads_typed(("msgpack", wrong_shape))
+
+
 def _valid_payloads() -> list[bytes]:
     import collections
     import datetime as dt
@@ -123,6 +142,7 @@ def _valid_payloads() -> list[bytes]:
         m.Holder(PERSON, [m.Item("b", 2)], m.Point(0), {"d": dt.date(2020, 1, 1)}),
         {"u": uuid.UUID(int=3), "t": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "c": m.Color.RED},
         {"q": collections.deque([1]), "n": np.arange(4), "big": 2**80},
+        np.arange(3000, dtype=np.int64),  # a whole message read in place
     ]
     return [SERDE.dumps_typed(v)[1] for v in values]
 

@@ -131,6 +131,37 @@ def test_numpy_both_ways(serde: MsgpackSerializer, official: JsonPlusSerializer)
         assert _equal(official.loads_typed(serde.dumps_typed(arr)), arr)
 
 
+# arrays around every MessagePack size boundary the hand-written ext 6 path
+# (tether.serde._ext._numpy_payload) handles: fixext 16, ext 8/16/32, bin 8/16/32
+NUMPY_SIZES = [
+    *(np.arange(n, dtype=np.uint8) for n in (*range(12), 200, 255, 256, 257)),
+    *(np.arange(n, dtype=np.uint8) for n in (65_000, 65_535, 65_536, 70_000)),
+    np.arange(131_072, dtype=">f8"),  # 1 MiB, not native byte order
+    np.zeros((0, 3)),
+    np.array(3.5),
+    np.ones((3, 4, 5), dtype=np.float32),
+    np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+    np.arange(40)[::3],  # not contiguous: written from a copy
+    np.array([True, False]),
+]
+
+
+@pytest.mark.parametrize("arr", NUMPY_SIZES, ids=lambda a: f"{a.dtype.str}{a.shape}")
+def test_numpy_bytes_are_langgraphs(
+    serde: MsgpackSerializer, official: JsonPlusSerializer, arr: Any
+) -> None:
+    """tether writes the array's buffer itself (one copy), byte for byte as LangGraph does."""
+    for value in (arr, {"a": arr, "b": [arr]}):
+        for _ in range(2):  # the first top-level array registers the fast path
+            assert serde.dumps_typed(value) == official.dumps_typed(value)
+    for data in (official.dumps_typed(arr), official.dumps_typed({"a": arr})):
+        got = serde.loads_typed(data)
+        got = got if isinstance(got, np.ndarray) else got["a"]
+        assert _equal(got, arr)
+        assert got.flags.owndata  # not a view of the stored bytes
+        assert got.flags.writeable
+
+
 def test_langgraph_delta_snapshot_is_a_decode_error(serde: MsgpackSerializer) -> None:
     from langgraph.checkpoint.serde.types import _DeltaSnapshot
 

@@ -177,17 +177,70 @@ def _pydantic_v1(cls: type) -> _Encoder:
     return enc
 
 
-def _numpy(obj: Any) -> ormsgpack.Ext:
+def _numpy_payload(obj: Any) -> list[Any]:
+    """The ext 6 payload: ``[dtype, shape, order, buffer]`` without its MessagePack header.
+
+    Written as the parts to be joined, so that the array's bytes are copied once,
+    straight into the result: packing a buffer through ormsgpack copies it into a
+    growing buffer first, and a top-level array would be copied once more into
+    the outer message.
+    """
     if obj.dtype.hasobject:
         raise Unsupported(obj, "a NumPy array of dtype object holds Python objects")
     order = "F" if obj.flags.f_contiguous and not obj.flags.c_contiguous else "C"
-    head = [obj.dtype.str, list(obj.shape), order]
+    # packs as a fixarray of 3 (one byte, 0x93); the payload is an array of 4
+    head = _packb([obj.dtype.str, list(obj.shape), order])
     # a memoryview is written without an intermediate bytes copy; datetime64
     # and timedelta64 arrays do not export one
+    buffer: Any
     if obj.flags.c_contiguous and obj.dtype.kind not in "mM":
-        with memoryview(obj) as mv:
-            return ormsgpack.Ext(EXT_NUMPY_ARRAY, _pack([*head, mv]))
-    return ormsgpack.Ext(EXT_NUMPY_ARRAY, _pack([*head, obj.tobytes(order="A")]))
+        buffer = memoryview(obj)
+    else:
+        buffer = obj.tobytes(order="A")
+    return [b"\x94", head[1:], _bin_header(_nbytes(buffer)), buffer]
+
+
+def _nbytes(buffer: bytes | memoryview) -> int:
+    return buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
+
+
+def _bin_header(size: int) -> bytes:
+    if size <= 0xFF:
+        return b"\xc4" + size.to_bytes(1, "big")
+    if size <= 0xFFFF:
+        return b"\xc5" + size.to_bytes(2, "big")
+    if size <= 0xFFFFFFFF:
+        return b"\xc6" + size.to_bytes(4, "big")
+    raise Unsupported(None, f"a buffer of {size} bytes does not fit in MessagePack")
+
+
+_FIXEXT = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+
+
+def ext_header(code: int, size: int) -> bytes:
+    """The MessagePack header of an ext value of ``size`` bytes, as ormsgpack writes it."""
+    fixed = _FIXEXT.get(size)
+    if fixed is not None:
+        return bytes((fixed, code))
+    if size <= 0xFF:
+        return bytes((0xC7, size, code))
+    if size <= 0xFFFF:
+        return b"\xc8" + size.to_bytes(2, "big") + bytes((code,))
+    if size <= 0xFFFFFFFF:
+        return b"\xc9" + size.to_bytes(4, "big") + bytes((code,))
+    raise Unsupported(None, f"an ext value of {size} bytes does not fit in MessagePack")
+
+
+def _numpy(obj: Any) -> ormsgpack.Ext:
+    parts = _numpy_payload(obj)
+    return _Ext(EXT_NUMPY_ARRAY, b"".join(parts))
+
+
+def _numpy_whole(obj: Any) -> bytes:
+    """A top-level array as a complete message: the ext header, then the payload."""
+    parts = _numpy_payload(obj)
+    size = len(parts[0]) + len(parts[1]) + len(parts[2]) + _nbytes(parts[3])
+    return b"".join([ext_header(EXT_NUMPY_ARRAY, size), *parts])
 
 
 def _datetime(obj: datetime) -> ormsgpack.Ext:
@@ -298,6 +351,7 @@ def _encoder_for(cls: type) -> _Encoder:
         )
     np = sys.modules.get("numpy")
     if np is not None and issubclass(cls, np.ndarray) and cls is np.ndarray:
+        WHOLE[cls] = _numpy_whole
         return _numpy
     secret = getattr(cls, "get_secret_value", None)
     if callable(secret) and cls.__module__.startswith("pydantic"):
@@ -333,6 +387,10 @@ _IP_TYPES = frozenset(
 
 _ENCODERS: dict[type, _Encoder] = {}
 
+# Types that :func:`pack` writes itself when they are the whole value (NumPy
+# arrays, to copy their buffer once); filled in when their encoder is made.
+WHOLE: dict[type, Callable[[Any], bytes]] = {}
+
 
 def default(obj: Any) -> ormsgpack.Ext:
     """ormsgpack's ``default`` hook: the typed value as an :class:`ormsgpack.Ext`."""
@@ -357,6 +415,9 @@ def default(obj: Any) -> ormsgpack.Ext:
 
 def pack(obj: Any) -> bytes:
     """Encode ``obj``; raises :class:`Unsupported` naming the offending value."""
+    whole = WHOLE.get(type(obj))
+    if whole is not None:
+        return whole(obj)
     # last_error is cleared on every way out of a failed call, so that a
     # successful one (the common case) does not pay for resetting it
     try:
