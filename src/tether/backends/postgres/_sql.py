@@ -48,20 +48,30 @@ _READ_COLUMNS = """
 
 def _read_joins(blobs: str, writes: str) -> str:
     # Inline (primitive) channels are skipped: their value is in the checkpoint.
+    # Each blob, and the snapshot an append tail extends, is one primary-key
+    # lookup: the LIMIT 1 subqueries cannot be flattened into a join, so the
+    # planner cannot pick a hash join over every blob of the thread (which it
+    # did on a young table whose statistics said "one row").
     return f"""
     LEFT JOIN LATERAL (
-        SELECT array_agg(bl.channel) AS channels, array_agg(bl.type) AS types,
+        SELECT array_agg(v.key) AS channels, array_agg(bl.type) AS types,
                array_agg(bl.encoding) AS encodings, array_agg(bl.blob) AS blobs,
                array_agg(bl.base) AS bases, array_agg(sn.encoding) AS s_encodings,
                array_agg(sn.blob) AS s_blobs
         FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
-        JOIN {blobs} bl
-          ON bl.thread_id = c.thread_id AND bl.checkpoint_ns = c.checkpoint_ns
-         AND bl.channel = v.key AND bl.version = v.value
-        LEFT JOIN {blobs} sn
-          ON bl.base IS NOT NULL AND sn.thread_id = bl.thread_id
-         AND sn.checkpoint_ns = bl.checkpoint_ns AND sn.channel = bl.channel
-         AND sn.version = bl.base
+        CROSS JOIN LATERAL (
+            SELECT b1.type, b1.encoding, b1.blob, b1.base FROM {blobs} b1
+            WHERE b1.thread_id = c.thread_id AND b1.checkpoint_ns = c.checkpoint_ns
+              AND b1.channel = v.key AND b1.version = v.value
+            LIMIT 1
+        ) bl
+        LEFT JOIN LATERAL (
+            SELECT s1.encoding, s1.blob FROM {blobs} s1
+            WHERE bl.base IS NOT NULL AND s1.thread_id = c.thread_id
+              AND s1.checkpoint_ns = c.checkpoint_ns AND s1.channel = v.key
+              AND s1.version = bl.base
+            LIMIT 1
+        ) sn ON true
         WHERE NOT coalesce(c.checkpoint -> 'channel_values' ? v.key, false)
     ) b ON true
     LEFT JOIN LATERAL (
