@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -10,6 +12,7 @@ from tether.checkpoint import (
     CHECKPOINT_VERSION,
     WRITES_IDX_MAP,
     Address,
+    address_fields,
     copy_checkpoint,
     empty_checkpoint,
     make_config,
@@ -81,6 +84,64 @@ def test_bad_field_types() -> None:
         Address.from_config({"configurable": {"thread_id": "t", "checkpoint_id": 3}})
     with pytest.raises(ConfigError, match="mapping"):
         Address.from_config("t")  # type: ignore[arg-type]
+
+
+class _ReadOnly(Mapping[str, Any]):
+    """A config that is a Mapping but not a dict (the checked path)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class _Str(str):
+    pass
+
+
+def _fields_or_error(cfg: Any) -> Any:
+    try:
+        fields = address_fields(cfg)
+    except ConfigError as exc:
+        return ("error", str(exc))
+    return fields, [type(f) for f in fields], Address.from_config(cfg)
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"thread_id": "t"},
+        {"thread_id": "t", "checkpoint_ns": None, "checkpoint_id": None},
+        {"thread_id": "t", "checkpoint_ns": "a:1", "checkpoint_id": "c", "x": 1},
+        {"thread_id": 7, "checkpoint_ns": "", "checkpoint_id": ""},
+        {"thread_id": _Str("t"), "checkpoint_ns": _Str("n"), "checkpoint_id": _Str("c")},
+        {"thread_id": "t", "checkpoint_ns": 3},
+        {"thread_id": "t", "checkpoint_id": 3},
+        {"thread_id": None},
+        {"thread_id": object()},
+        {},
+    ],
+)
+def test_address_fields_fast_path_agrees_with_the_checked_one(conf: dict[str, Any]) -> None:
+    # Plain dicts take a fast path; a config that is a Mapping but not a dict
+    # (or whose "configurable" is one) takes the checked path. Same answers,
+    # same errors.
+    plain = _fields_or_error({"configurable": conf, "metadata": {}})
+    assert _fields_or_error(_ReadOnly({"configurable": conf, "metadata": {}})) == plain
+    assert _fields_or_error({"configurable": _ReadOnly(conf)}) == plain
+    if plain[0] != "error":
+        assert plain[2] == Address(
+            str(conf["thread_id"]),
+            conf.get("checkpoint_ns") or "",
+            conf.get("checkpoint_id") or None,
+        )
 
 
 def test_optional_address() -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "CheckpointTuple",
     "Config",
     "PendingWrite",
+    "address_fields",
     "copy_checkpoint",
     "empty_checkpoint",
     "make_config",
@@ -159,29 +160,7 @@ class Address:
             ConfigError: the config has no ``configurable.thread_id`` or a field
                 has the wrong type.
         """
-        if not isinstance(config, Mapping):
-            raise ConfigError(f"{what} must be a mapping, got {type(config).__name__}")
-        conf = config.get("configurable")
-        if not isinstance(conf, Mapping) or conf.get("thread_id") is None:
-            raise ConfigError(
-                f"{what} has no thread_id; pass "
-                '{"configurable": {"thread_id": "..."}} to address a thread'
-            )
-        thread_id = conf["thread_id"]
-        if not isinstance(thread_id, str):
-            if isinstance(thread_id, (int, float)) or hasattr(thread_id, "hex"):
-                thread_id = str(thread_id)  # S1.5: other types are converted
-            else:
-                raise ConfigError(
-                    f"{what}: thread_id must be a string, got {type(thread_id).__name__}"
-                )
-        ns = conf.get("checkpoint_ns") or ""
-        if not isinstance(ns, str):
-            raise ConfigError(f"{what}: checkpoint_ns must be a string, got {type(ns).__name__}")
-        cid = conf.get("checkpoint_id") or None
-        if cid is not None and not isinstance(cid, str):
-            raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
-        return cls(thread_id, ns, cid)
+        return cls(*address_fields(config, what=what))
 
     @classmethod
     def optional(cls, config: Config | None, *, what: str = "config") -> Address | None:
@@ -209,6 +188,49 @@ class Address:
 
     def with_id(self, checkpoint_id: str | None) -> Address:
         return Address(self.thread_id, self.checkpoint_ns, checkpoint_id)
+
+
+def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, str | None]:
+    """``(thread_id, checkpoint_ns, checkpoint_id)`` of a config, as :meth:`Address.from_config`.
+
+    For savers whose every call starts here and that need the three strings,
+    not an :class:`Address` (whose frozen construction costs as much again).
+
+    Raises:
+        ConfigError: as :meth:`Address.from_config`.
+    """
+    if type(config) is dict:
+        # The common case (plain dicts of plain strings), read without
+        # isinstance checks against the Mapping ABC. Anything else takes the
+        # checks below.
+        conf = config.get("configurable")
+        if type(conf) is dict:
+            thread_id = conf.get("thread_id")
+            ns = conf.get("checkpoint_ns") or ""
+            cid = conf.get("checkpoint_id") or None
+            if type(thread_id) is str and type(ns) is str and (cid is None or type(cid) is str):
+                return thread_id, ns, cid
+    elif not isinstance(config, Mapping):
+        raise ConfigError(f"{what} must be a mapping, got {type(config).__name__}")
+    conf = config.get("configurable")
+    if not isinstance(conf, Mapping) or conf.get("thread_id") is None:
+        raise ConfigError(
+            f"{what} has no thread_id; pass "
+            '{"configurable": {"thread_id": "..."}} to address a thread'
+        )
+    thread_id = conf["thread_id"]
+    if not isinstance(thread_id, str):
+        if isinstance(thread_id, (int, float)) or hasattr(thread_id, "hex"):
+            thread_id = str(thread_id)  # S1.5: other types are converted
+        else:
+            raise ConfigError(f"{what}: thread_id must be a string, got {type(thread_id).__name__}")
+    ns = conf.get("checkpoint_ns") or ""
+    if not isinstance(ns, str):
+        raise ConfigError(f"{what}: checkpoint_ns must be a string, got {type(ns).__name__}")
+    cid = conf.get("checkpoint_id") or None
+    if cid is not None and not isinstance(cid, str):
+        raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
+    return thread_id, ns, cid
 
 
 def make_config(

@@ -112,10 +112,13 @@ def merge_metadata(config: Config, metadata: CheckpointMetadata) -> dict[str, An
     not internal (addressing keys, keys starting with ``__``); given keys win.
     A ``"writes"`` key (a legacy LangGraph field) is dropped.
     """
-    if not isinstance(metadata, Mapping):
-        raise ConfigError(f"metadata must be a mapping, got {type(metadata).__name__}")
-    out: dict[str, Any] = _json_safe(dict(metadata), "$")
-    out.pop("writes", None)
+    out = _plain_metadata(metadata) if type(metadata) is dict else None
+    if out is None:
+        if not isinstance(metadata, Mapping):
+            raise ConfigError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        out = _json_safe(dict(metadata), "$")
+    if "writes" in out:
+        del out["writes"]
     for source in (config.get("metadata"), config.get("configurable")):
         if not source:
             continue
@@ -127,10 +130,39 @@ def merge_metadata(config: Config, metadata: CheckpointMetadata) -> dict[str, An
                 or key.startswith("__")
             ):
                 continue
-            if isinstance(v, str):
+            kind = type(v)
+            if kind is str:
+                out[key] = strip_nul(v)
+            elif kind is int or kind is bool:
+                out[key] = v
+            elif isinstance(v, str):
                 out[key] = strip_nul(v)
             elif isinstance(v, bool | int) or (isinstance(v, float) and math.isfinite(v)):
                 out[key] = v
+    return out
+
+
+def _plain_metadata(metadata: Mapping[Any, Any]) -> dict[str, Any] | None:
+    """``_json_safe(dict(metadata), "$")`` for the common case, else None.
+
+    ``put`` runs this at every step. The general walk builds a path string per
+    key; here only values that are not plain scalars take it. ``None`` (a key
+    that is not a string or holds NUL) sends the caller to the general walk,
+    which raises or merges exactly as before.
+    """
+    out: dict[str, Any] = {}
+    for k, v in metadata.items():
+        if type(k) is not str or "\x00" in k:
+            return None
+        kind = type(v)
+        if kind is str:
+            out[k] = v.replace("\x00", "") if "\x00" in v else v
+        elif kind in _PLAIN_SCALARS:
+            out[k] = v
+        elif kind is dict and not v:
+            out[k] = {}
+        else:
+            out[k] = _json_safe(v, f"$.{k}")
     return out
 
 
@@ -204,20 +236,28 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any]) -> 
     return True
 
 
+_NO_VALUES: Mapping[str, Any] = {}
+
+
 def check_checkpoint(checkpoint: Checkpoint, new_versions: ChannelVersions) -> None:
     """Reject a checkpoint a backend could store but never read back consistently."""
-    if not isinstance(checkpoint, Mapping):
+    # type(x) is dict first: put runs this at every step, and isinstance against
+    # the Mapping ABC is the slow part for the plain dicts callers pass.
+    if type(checkpoint) is not dict and not isinstance(checkpoint, Mapping):
         raise ConfigError(f"checkpoint must be a mapping, got {type(checkpoint).__name__}")
     cid = checkpoint.get("id")
     if not isinstance(cid, str) or not cid:
         raise ConfigError(f"checkpoint has no string 'id' (got {cid!r}); build it with tether")
     versions = checkpoint.get("channel_versions")
-    if not isinstance(versions, Mapping):
+    if type(versions) is not dict and not isinstance(versions, Mapping):
         raise ConfigError(f"checkpoint {cid}: 'channel_versions' must be a mapping")
-    if not isinstance(checkpoint.get("channel_values", {}), Mapping):
+    values = checkpoint.get("channel_values", _NO_VALUES)
+    if type(values) is not dict and not isinstance(values, Mapping):
         raise ConfigError(f"checkpoint {cid}: 'channel_values' must be a mapping")
-    if not isinstance(new_versions, Mapping):
+    if type(new_versions) is not dict and not isinstance(new_versions, Mapping):
         raise ConfigError(f"checkpoint {cid}: new_versions must be a mapping")
+    if new_versions.items() <= versions.items():
+        return  # every new version is the checkpoint's (the common case, checked in C)
     for channel, version in new_versions.items():
         have = versions.get(channel)
         if have is not None and have != version:
@@ -238,8 +278,8 @@ def split_channel_values(
     not in ``channel_values`` (a cleared channel) maps to ``_EMPTY``. Unknown
     keys of the checkpoint stay in ``head``.
     """
-    head = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-    values = checkpoint.get("channel_values", {})
+    head: dict[str, Any] = dict(checkpoint)
+    values = head.pop("channel_values", None)
     blobs: dict[str, tuple[str, Any]] = {}
     for channel, version in new_versions.items():
         blobs[channel] = (str(version), values.get(channel, EMPTY) if values else EMPTY)
