@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -10,9 +11,10 @@ from tether import InMemorySaver
 from tether.backends._delta import is_snapshot_version
 from tether.backends.memory import GROUP
 from tether.checkpoint import empty_checkpoint, make_config
-from tether.errors import ConfigError
+from tether.errors import ConfigError, DecodeError
 from tether.ids import uuid6
 from tether.serde import MsgpackSerializer
+from tether.testing._driver import RECORD_TYPE, ContractRecord
 from tether.testing._history import message
 
 Grown = tuple[dict[str, Any], dict[str, Any] | None]
@@ -44,10 +46,21 @@ def _grow(saver: InMemorySaver, n: int, start: Grown | None = None, **meta: Any)
     return at
 
 
-def _history_rows(saver: InMemorySaver, tid: str = "t", ns: str = "") -> dict[str, Any]:
-    """version -> (tag, bytes, base) of the ``history`` blobs of one namespace."""
+class Stored(NamedTuple):
+    size: int  # serialized bytes
+    base: str | None  # the snapshot a tail extends
+
+
+def _stored(blob: Any) -> Stored:
+    """What the tests look at in a stored blob (the saver's internal layout, read in one place)."""
+    (_, data), base = blob
+    return Stored(len(data), base)
+
+
+def _history_rows(saver: InMemorySaver, tid: str = "t", ns: str = "") -> dict[str, Stored]:
+    """version -> stored size and base of the ``history`` blobs of one namespace."""
     blobs = saver._threads[tid][ns].blobs
-    return {v: blob for (ch, v), blob in blobs.items() if ch == "history"}
+    return {v: _stored(blob) for (ch, v), blob in blobs.items() if ch == "history"}
 
 
 def _assert_exactly_the_needed_blobs(saver: InMemorySaver) -> None:
@@ -55,7 +68,8 @@ def _assert_exactly_the_needed_blobs(saver: InMemorySaver) -> None:
     for spaces in saver._threads.values():
         for ns in spaces.values():
             named = {(ch, v) for row in ns.checkpoints.values() for ch, v in row.versions.items()}
-            bases = {(ch, ns.blobs[(ch, v)][2]) for ch, v in named if ns.blobs[(ch, v)][2]}
+            based = [(ch, _stored(ns.blobs[(ch, v)]).base) for ch, v in named]
+            bases = {(ch, base) for ch, base in based if base is not None}
             assert set(ns.blobs) == named | bases
 
 
@@ -72,11 +86,11 @@ def test_a_growing_history_is_stored_as_snapshots_and_tails() -> None:
     assert _latest_history(saver) == last["channel_values"]["history"]
     rows = _history_rows(saver)
     snapshots = [v for v in rows if is_snapshot_version(v)]
-    tails = [b for b in rows.values() if b[2] is not None]
+    tails = [b for b in rows.values() if b.base is not None]
     # every step once the history is past the threshold (4 KiB: ten messages)
     assert 185 < len(tails) < 200
     assert 4 < len(snapshots) < 40
-    stored = sum(len(b[1]) for b in rows.values())
+    stored = sum(b.size for b in rows.values())
     serde = MsgpackSerializer()
     whole = sum(len(serde.dumps_typed([message(i) for i in range(n)])[1]) for n in range(1, 201))
     # storing the whole history at every step is O(N^2) bytes; snapshots and
@@ -95,7 +109,7 @@ def test_delta_threshold_none_stores_whole_values() -> None:
     _grow(saver, 30)
     rows = _history_rows(saver)
     assert len(rows) == 30
-    assert all(not is_snapshot_version(v) and blob[2] is None for v, blob in rows.items())
+    assert all(not is_snapshot_version(v) and blob.base is None for v, blob in rows.items())
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "4096"])
@@ -112,7 +126,7 @@ def test_delete_thread_forgets_the_snapshot_so_the_next_put_starts_a_new_one() -
     rows = _history_rows(saver)
     assert len(rows) == 2  # a fresh snapshot and an empty tail on it
     ((version, _),) = [(v, b) for v, b in rows.items() if is_snapshot_version(v)]
-    assert [b[2] for b in rows.values() if b[2] is not None] == [version]
+    assert [b.base for b in rows.values() if b.base is not None] == [version]
     assert last is not None
     assert _latest_history(saver) == last["channel_values"]["history"]
 
@@ -128,13 +142,13 @@ def test_a_tail_whose_snapshot_is_gone_is_stored_whole(monkeypatch: pytest.Monke
     cfg, prev = _grow(saver, 1, start)
     assert prev is not None
     (blob,) = _history_rows(saver).values()
-    assert blob[2] is None  # the whole value, no base
+    assert blob.base is None  # the whole value, no base
     assert _latest_history(saver) == prev["channel_values"]["history"]
     # the tracker forgot the dropped snapshot: tails resume on a new one
     _, last = _grow(saver, 3, (cfg, prev))
     rows = _history_rows(saver)
     assert sum(1 for v in rows if is_snapshot_version(v)) == 1
-    assert sum(1 for b in rows.values() if b[2] is not None) == 3
+    assert sum(1 for b in rows.values() if b.base is not None) == 3
     assert last is not None
     assert _latest_history(saver) == last["channel_values"]["history"]
     listed = saver.list(make_config("t"))
@@ -158,8 +172,8 @@ def test_prune_keeps_exactly_the_blobs_survivors_need() -> None:
     rows = _history_rows(saver)
     # the survivor's tail and its snapshot, nothing else
     assert len(rows) == 2
-    (tail,) = [b for b in rows.values() if b[2] is not None]
-    assert [v for v in rows if is_snapshot_version(v)] == [tail[2]]
+    (tail,) = [b for b in rows.values() if b.base is not None]
+    assert [v for v in rows if is_snapshot_version(v)] == [tail.base]
     _, last = _grow(saver, 5, start)
     assert last is not None
     assert _latest_history(saver) == last["channel_values"]["history"]
@@ -204,3 +218,32 @@ def test_list_shares_decoded_snapshots_within_a_group_only() -> None:
     assert listed[GROUP][0] == listed[GROUP - 1][0]
     # get_tuple decodes afresh every time
     assert _latest_history(saver)[0] is not _latest_history(saver)[0]
+
+
+@pytest.mark.parametrize("where", ["value", "history", "write"])
+def test_decode_errors_name_thread_checkpoint_and_channel(where: str) -> None:
+    # Reads decode straight through the serializer and only on a DecodeError
+    # decode again to add where the bytes came from.
+    record = ContractRecord("r", datetime(2024, 1, 1, tzinfo=UTC), frozenset({"x"}))
+    strict = InMemorySaver()
+    allowed = strict.with_allowlist([RECORD_TYPE])
+    at = _grow(allowed, 12)  # a history long enough to be append-encoded
+    assert at[1] is not None
+    history = at[1]["channel_values"]["history"]
+    if where == "value":
+        cfg, _ = _step(allowed, at, {"record": record})
+    elif where == "history":
+        cfg, _ = _step(allowed, at, {"history": [record, *history]})  # a new snapshot
+    else:
+        cfg = at[0]
+        allowed.put_writes(cfg, [("out", record)], "task-1")
+    with pytest.raises(DecodeError, match="ContractRecord") as info:
+        strict.get_tuple(cfg)
+    context = info.value.context
+    assert context["thread_id"] == "t"
+    assert context["checkpoint_id"] == cfg["configurable"]["checkpoint_id"]
+    assert context["channel"] == {"value": "record", "history": "history", "write": "out"}[where]
+    if where == "write":
+        assert context["task_id"] == "task-1"
+    with pytest.raises(DecodeError, match="ContractRecord"):
+        list(strict.list(make_config("t")))

@@ -21,7 +21,7 @@ caller that mutates its dicts after ``put`` or after a read never changes what
 the saver holds, and the in-memory backend exercises the same serializer (and
 the same allowlist) as the persistent ones.
 
-One re-entrant lock guards all maps, so the saver is safe under concurrent use
+One lock guards all maps, so the saver is safe under concurrent use
 from many threads (the reference one is not) and from asyncio tasks: async
 methods run the sync ones inline (:class:`~tether.backends._bridge.InlineAsyncMixin`);
 no lock is ever held across an ``await``. Serializing and decoding happen
@@ -62,8 +62,9 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     PendingWrite,
+    address_fields,
 )
-from tether.errors import ConfigError, StorageError
+from tether.errors import ConfigError, DecodeError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
 __all__ = ["GROUP", "InMemorySaver"]
@@ -73,11 +74,11 @@ GROUP = 64
 
 _Typed = tuple[str, bytes]
 
-# A stored channel value: (tag, serialized bytes, base). ``base`` is the
+# A stored channel value: ((tag, serialized bytes), base). ``base`` is the
 # snapshot version a tail extends (the value is snapshot + tail), else None.
-_Blob = tuple[str, bytes, str | None]
+_Blob = tuple[_Typed, str | None]
 
-_EMPTY_BLOB: _Blob = (EMPTY_TAG, b"", None)
+_EMPTY_BLOB: _Blob = ((EMPTY_TAG, b""), None)
 
 # One channel of a checkpoint being read: (channel, its blob, the snapshot blob
 # a tail extends or None).
@@ -90,20 +91,14 @@ class _Row:
     metadata: bytes  # JSON-safe metadata, MessagePack
     run_id: Any
     parent_id: str | None
-    versions: dict[str, str]  # channel -> version, for reads and blob GC
+    # channel -> version as the checkpoint gave it (a copy); blob keys are str(version)
+    versions: dict[str, Any]
 
 
-@dataclass(slots=True)
-class _Write:
-    task_id: str
-    task_path: str
-    idx: int
-    channel: str
-    value: _Typed
-
-
-def _write_order(w: _Write) -> tuple[str, str, int]:
-    return (w.task_path, w.task_id, w.idx)
+# A stored write: (task_path, task_id, idx, channel, value). Tuples sort in
+# the contract's read order (S2.4); (task_id, idx) is unique per checkpoint, so
+# the comparison never reaches the channel or the value.
+_Write = tuple[str, str, int, str, _Typed]
 
 
 @dataclass(slots=True)
@@ -119,12 +114,12 @@ class _Namespace:
     def collect_blobs(self) -> None:
         """Drop blobs no remaining checkpoint refers to, nor extends (one level)."""
         blobs = self.blobs
-        live = {(ch, v) for row in self.checkpoints.values() for ch, v in row.versions.items()}
+        live = {(ch, str(v)) for row in self.checkpoints.values() for ch, v in row.versions.items()}
         bases = set()
         for ch, v in live:
             blob = blobs.get((ch, v))
-            if blob is not None and blob[2] is not None:
-                bases.add((ch, blob[2]))
+            if blob is not None and blob[1] is not None:
+                bases.add((ch, blob[1]))
         live |= bases
         for key in [k for k in blobs if k not in live]:
             del blobs[key]
@@ -134,17 +129,17 @@ class _Namespace:
         blobs = self.blobs
         out: list[_Part] = []
         for channel, version in row.versions.items():
-            blob = blobs.get((channel, version))
-            if blob is None or blob[0] == EMPTY_TAG:
+            blob = blobs.get((channel, str(version)))
+            if blob is None or blob[0][0] == EMPTY_TAG:
                 continue
-            base = blob[2]
+            base = blob[1]
             out.append((channel, blob, None if base is None else blobs.get((channel, base))))
         return out
 
     def sorted_writes(self, cid: str) -> list[_Write]:
         """A checkpoint's writes in contract order (call under the lock)."""
         bucket = self.writes.get(cid)
-        return sorted(bucket.values(), key=_write_order) if bucket else []
+        return sorted(bucket.values()) if bucket else []
 
 
 # A checkpoint copied out under the lock, decoded after releasing it.
@@ -179,7 +174,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
     ) -> None:
         super().__init__(serde=serde)
         self._appends = AppendTracker.create(delta_threshold)
-        self._lock = threading.RLock()
+        # Not re-entrant: no locked section calls back into a locked method.
+        self._lock = threading.Lock()
         self._threads: dict[str, dict[str, _Namespace]] = {}
 
     def __enter__(self) -> InMemorySaver:
@@ -200,76 +196,92 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self, raw: _Raw, memo: dict[tuple[str, str, str, str], Any] | None
     ) -> CheckpointTuple:
         tid, ns_name, cid, row, parts, writes = raw
-        serde = self.serde
-        at = Address(tid, ns_name, cid)
-        head: dict[str, Any] = decode_value(serde, *row.head, address=at)
+        loads = self.serde.loads_typed
+        # The common case goes straight to the serializer; on a DecodeError
+        # _decode decodes again to name thread, checkpoint and channel.
+        try:
+            head: dict[str, Any] = loads(row.head)
+        except DecodeError:
+            head = self._decode(row.head, tid, ns_name, cid)
         values: dict[str, Any] = {}
-        for channel, blob, snap in parts:
-            value = decode_value(serde, blob[0], blob[1], address=at, channel=channel)
-            base = blob[2]
+        for channel, (typed, base), snap in parts:
+            try:
+                value = loads(typed)
+            except DecodeError:
+                value = self._decode(typed, tid, ns_name, cid, channel)
             if base is not None:
-                value = join_append(
-                    self._snapshot(at, channel, base, snap, memo), value, where=_where(at, channel)
-                )
+                value = self._join(tid, ns_name, cid, channel, base, snap, value, memo)
             values[channel] = value
         head["channel_values"] = values
-        pending: list[PendingWrite] = [
-            (
-                w.task_id,
-                w.channel,
-                decode_value(serde, *w.value, address=at, channel=w.channel, task_id=w.task_id),
-            )
-            for w in writes
-        ]
-        parent = at.with_id(row.parent_id).to_config() if row.parent_id else None
+        pending: list[PendingWrite] = []
+        for _, task_id, _, channel, typed in writes:
+            try:
+                value = loads(typed)
+            except DecodeError:
+                value = self._decode(typed, tid, ns_name, cid, channel, task_id)
+            pending.append((task_id, channel, value))
+        parent = row.parent_id
         return CheckpointTuple(
-            config=at.to_config(),
-            checkpoint=head,  # type: ignore[arg-type]
-            metadata=ormsgpack.unpackb(row.metadata),
-            parent_config=parent,
-            pending_writes=pending,
+            {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": cid}},
+            head,  # type: ignore[arg-type]
+            ormsgpack.unpackb(row.metadata),
+            {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": parent}}
+            if parent
+            else None,
+            pending,
         )
 
-    def _snapshot(
+    def _decode(
         self,
-        at: Address,
+        typed: _Typed,
+        tid: str,
+        ns_name: str,
+        cid: str,
+        channel: str | None = None,
+        task_id: str | None = None,
+    ) -> Any:
+        """Decode with the error naming where the value is (the slow path)."""
+        at = Address(tid, ns_name, cid)
+        return decode_value(self.serde, *typed, address=at, channel=channel, task_id=task_id)
+
+    def _join(
+        self,
+        tid: str,
+        ns_name: str,
+        cid: str,
         channel: str,
         base: str,
         snap: _Blob | None,
+        tail: Any,
         memo: dict[tuple[str, str, str, str], Any] | None,
-    ) -> Any:
-        """The decoded snapshot a tail extends (from ``memo`` when listing)."""
-        key = (at.thread_id, at.checkpoint_ns, channel, base)
-        if memo is not None and key in memo:
-            return memo[key]
-        if snap is None:
-            raise StorageError(
-                f"the snapshot {base!r} that value {_where(at, channel)} extends is missing; "
-                "the store is damaged"
-            )
-        value = decode_value(self.serde, snap[0], snap[1], address=at, channel=channel)
-        if memo is not None:
-            memo[key] = value
-        return value
+    ) -> list[Any]:
+        """An append-encoded value: the decoded snapshot (from ``memo`` when listing) + tail."""
+        key = (tid, ns_name, channel, base)
+        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if snapshot is _MISSING:
+            if snap is None:
+                raise StorageError(
+                    f"the snapshot {base!r} that value {_where(tid, ns_name, cid, channel)} "
+                    "extends is missing; the store is damaged"
+                )
+            snapshot = self._decode(snap[0], tid, ns_name, cid, channel)
+            if memo is not None:
+                memo[key] = snapshot
+        return join_append(snapshot, tail, where=_where(tid, ns_name, cid, channel))
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        addr = Address.from_config(config)
+        tid, ns_name, cid = address_fields(config)
         with self._lock:
-            ns = self._threads.get(addr.thread_id, {}).get(addr.checkpoint_ns)
+            spaces = self._threads.get(tid)
+            ns = spaces.get(ns_name) if spaces else None
             if ns is None:
                 return None
-            cid = addr.checkpoint_id or ns.latest
+            if cid is None:
+                cid = ns.latest
             row = ns.checkpoints.get(cid) if cid else None
             if cid is None or row is None:
                 return None
-            raw = (
-                addr.thread_id,
-                addr.checkpoint_ns,
-                cid,
-                row,
-                ns.parts(row),
-                ns.sorted_writes(cid),
-            )
+            raw = (tid, ns_name, cid, row, ns.parts(row), ns.sorted_writes(cid))
         return self._build(raw, None)
 
     def list(
@@ -346,12 +358,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
-        addr = Address.from_config(config)
+        tid, ns_name, parent_id = address_fields(config)
         check_checkpoint(checkpoint, new_versions)
         meta = merge_metadata(config, metadata)
         head, values = split_channel_values(checkpoint, new_versions)
         serde, appends = self.serde, self._appends
-        tid, ns_name, cid = addr.thread_id, addr.checkpoint_ns, checkpoint["id"]
+        dumps = serde.dumps_typed
+        cid = checkpoint["id"]
         # Serialize outside the lock: it is the expensive part and touches no shared state.
         blobs: dict[tuple[str, str], _Blob] = {}
         needs: list[_Needs] = []
@@ -359,37 +372,42 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             if value is EMPTY:
                 blobs[(channel, version)] = _EMPTY_BLOB
                 continue
-            tag, data = serde.dumps_typed(value)
+            typed = dumps(value)
             # Short or non-list values are stored whole (plan() would say so too).
-            if appends is None or tag != "msgpack" or len(data) < appends.min_bytes:
-                blobs[(channel, version)] = (tag, data, None)
+            if appends is None or typed[0] != "msgpack" or len(typed[1]) < appends.min_bytes:
+                blobs[(channel, version)] = (typed, None)
                 continue
-            plan = appends.plan((tid, ns_name, channel), version, tag, data)
+            plan = appends.plan((tid, ns_name, channel), version, *typed)
             for r in plan.rows:
-                blobs[(channel, r.version)] = (r.tag, r.data, r.base)
+                blobs[(channel, r.version)] = ((r.tag, r.data), r.base)
             if plan.needs is not None and plan.fallback is not None:
                 needs.append((channel, plan.needs, plan.fallback))
         row = _Row(
-            head=serde.dumps_typed(head),
-            metadata=ormsgpack.packb(meta),
-            run_id=meta.get("run_id"),
-            parent_id=addr.checkpoint_id,
-            versions={k: str(v) for k, v in checkpoint["channel_versions"].items()},
+            dumps(head),
+            ormsgpack.packb(meta),
+            meta.get("run_id"),
+            parent_id,
+            dict(head["channel_versions"]),
         )
         with self._lock:
-            ns = self._threads.setdefault(tid, {}).setdefault(ns_name, _Namespace())
+            spaces = self._threads.get(tid)
+            if spaces is None:
+                spaces = self._threads[tid] = {}
+            ns = spaces.get(ns_name)
+            if ns is None:
+                ns = spaces[ns_name] = _Namespace()
             for channel, snapshot, whole in needs:
                 # The tail extends a snapshot an earlier put wrote; a thread
                 # operation may have dropped it since. Then store the whole value.
                 if (channel, snapshot) not in ns.blobs:
                     assert appends is not None
                     appends.forget((tid, ns_name, channel))
-                    blobs[(channel, whole.version)] = (whole.tag, whole.data, None)
+                    blobs[(channel, whole.version)] = ((whole.tag, whole.data), None)
             ns.blobs.update(blobs)
             ns.checkpoints[cid] = row
             if ns.latest is None or cid > ns.latest:
                 ns.latest = cid
-        return Address(tid, ns_name, cid).to_config()
+        return {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": cid}}
 
     def put_writes(
         self,
@@ -398,23 +416,21 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        addr = Address.from_config(config)
-        if addr.checkpoint_id is None:
+        tid, ns_name, cid = address_fields(config)
+        if cid is None:
             raise ConfigError(
-                f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
+                f"put_writes for thread {tid!r} needs the config of a checkpoint "
                 "(configurable.checkpoint_id), as returned by put()"
             )
         rows = prepare_writes(writes, task_id, task_path)
         dumps = self.serde.dumps_typed
-        encoded = [_Write(r.task_id, r.task_path, r.idx, r.channel, dumps(r.value)) for r in rows]
+        encoded = [(r.task_path, r.task_id, r.idx, r.channel, dumps(r.value)) for r in rows]
         with self._lock:
-            ns = self._threads.setdefault(addr.thread_id, {}).setdefault(
-                addr.checkpoint_ns, _Namespace()
-            )
-            bucket = ns.writes.setdefault(addr.checkpoint_id, {})
+            ns = self._threads.setdefault(tid, {}).setdefault(ns_name, _Namespace())
+            bucket = ns.writes.setdefault(cid, {})
             for w in encoded:
-                key = (w.task_id, w.idx)
-                if w.idx >= 0 and key in bucket:
+                key = (w[1], w[2])
+                if w[2] >= 0 and key in bucket:
                     continue  # ordinary writes are insert-or-ignore
                 bucket[key] = w
 
@@ -521,17 +537,16 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     out["bytes"] += sum(
                         len(r.head[1]) + len(r.metadata) for r in ns.checkpoints.values()
                     )
-                    out["bytes"] += sum(len(b[1]) for b in ns.blobs.values())
+                    out["bytes"] += sum(len(b[0][1]) for b in ns.blobs.values())
                     for bucket in ns.writes.values():
                         out["writes"] += len(bucket)
-                        out["bytes"] += sum(len(w.value[1]) for w in bucket.values())
+                        out["bytes"] += sum(len(w[4][1]) for w in bucket.values())
         return out
 
 
-def _where(at: Address, channel: str) -> str:
-    parts = [f"thread {at.thread_id!r}"]
-    if at.checkpoint_ns:
-        parts.append(f"ns {at.checkpoint_ns!r}")
-    parts.append(f"checkpoint {at.checkpoint_id!r}")
-    parts.append(f"channel {channel!r}")
-    return "of " + ", ".join(parts)
+_MISSING: Any = object()
+
+
+def _where(tid: str, ns_name: str, cid: str, channel: str) -> str:
+    ns = f", ns {ns_name!r}" if ns_name else ""
+    return f"of thread {tid!r}{ns}, checkpoint {cid!r}, channel {channel!r}"
