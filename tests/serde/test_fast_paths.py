@@ -23,6 +23,7 @@ import serde_models as m
 
 from tether.errors import DecodeError, EncodeError
 from tether.serde import MsgpackSerializer, SchemaMismatchWarning
+from tether.serde._decode import _counts_fields
 
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
 
@@ -122,6 +123,53 @@ def test_pydantic_type_and_missing_fields_are_found_once_warm() -> None:
     # a map is required: a value built by a nested ext is not fields
     with pytest.raises(DecodeError, match="expected a map of field names"):
         s.loads_typed(written(5, "Person", [1, 2]))
+
+
+class WithPostInit(pydantic.BaseModel):
+    name: str
+
+    def model_post_init(self, context: Any) -> None:
+        self.name = self.name.upper()
+
+
+class WithPrivate(pydantic.BaseModel):
+    name: str
+    _cache: int = 0
+
+
+class Migrating(pydantic.BaseModel):
+    """Renames a stored key itself: its validator sees the stored data first."""
+
+    full_name: str
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _rename(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "name" in data:
+            data = {"full_name": data["name"], **{k: v for k, v in data.items() if k != "name"}}
+        return data
+
+
+def test_which_models_count_their_fields() -> None:
+    """Only models whose own code cannot touch validation skip the key comparison."""
+    assert _counts_fields(m.Person)
+    assert _counts_fields(m.Address)
+    for cls in (m.Open, m.CustomInit, WithPostInit, WithPrivate, Migrating):
+        assert not _counts_fields(cls), cls
+
+
+def test_a_model_validator_does_not_hide_a_removed_field() -> None:
+    """As on the first read: a stored key the class lacks is a mismatch, whatever
+    the model's own validator would make of it (register an upgrade for that)."""
+    s = MsgpackSerializer(allowlist=[(__name__, "Migrating")])
+    current = ormsgpack.packb(
+        ormsgpack.Ext(5, ormsgpack.packb([__name__, "Migrating", {"full_name": "a"}]))
+    )
+    old = ormsgpack.packb(ormsgpack.Ext(5, ormsgpack.packb([__name__, "Migrating", {"name": "a"}])))
+    for _ in range(2):
+        assert s.loads_typed(("msgpack", current)) == Migrating(full_name="a")
+        with pytest.raises(DecodeError, match="stored field 'name' no longer exists"):
+            s.loads_typed(("msgpack", old))
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,8 @@ _SAFE = 0  # a safe built-in type: target(arg), its errors reported as malformed
 _METHOD = 1  # ext 3: target(arg) when the stored method name is extra
 _BUILD = 2  # target(arg), which checks the input itself (the from_* paths)
 _VALIDATE = 3  # pydantic: target(fields) when the stored keys are exactly extra
-_MEMBER = 4  # an Enum member: target[value]
+_COUNTED = 4  # pydantic: target(fields), kept if it used every stored key
+_MEMBER = 5  # an Enum member: target[value]
 _Fast = tuple[int, Any, Any]
 
 
@@ -104,6 +105,8 @@ class _ClassInfo:
     checks: dict[str, tuple[type, ...]] = dataclasses.field(default_factory=dict)
     as_tuple: frozenset[str] = frozenset()  # tuple-typed fields LangGraph wrote as lists
     validate: Callable[[dict[str, Any]], Any] | None = None
+    # pydantic v2: validation alone decides which stored keys it used (see _counts_fields)
+    counted: bool = False
 
 
 def _plain_types(hint: Any) -> tuple[type, ...] | None:
@@ -151,6 +154,29 @@ def _hint_checks(cls: type, names: frozenset[str]) -> tuple[dict[str, tuple[type
     return checks, as_tuple
 
 
+def _counts_fields(cls: Any) -> bool:
+    """Whether a validated ``cls`` records exactly the stored keys that are its fields.
+
+    Validation ignores keys the class does not have, so a field the class lost
+    would vanish silently; comparing the stored keys with the field names
+    catches that, but costs a set comparison per value. For a plain model the
+    validated instance's ``__pydantic_fields_set__`` is exactly the stored keys
+    it used, so the count says the same thing after the fact. Not for models
+    whose own code runs during validation and could change the input or the
+    set (a custom ``__init__``, ``model_post_init`` or private attributes,
+    model validators), nor when extra keys are kept.
+    """
+    try:
+        return (
+            (getattr(cls, "model_config", None) or {}).get("extra") != "allow"
+            and cls.__pydantic_custom_init__ is False
+            and cls.__pydantic_post_init__ is None
+            and not cls.__pydantic_decorators__.model_validators
+        )
+    except AttributeError:  # a pydantic version that names these differently
+        return False
+
+
 def _class_info(cls: type, dotted: str) -> _ClassInfo:
     if hasattr(cls, "__pydantic_validator__") and hasattr(cls, "model_fields"):
         fields = cls.model_fields
@@ -173,6 +199,7 @@ def _class_info(cls: type, dotted: str) -> _ClassInfo:
             open_extra=config.get("extra") == "allow",
             drop=computed,
             validate=validate,
+            counted=not aliased and not computed and _counts_fields(cls),
         )
     if hasattr(cls, "__fields__") and hasattr(cls, "parse_obj"):
         fields = cls.__fields__
@@ -248,11 +275,14 @@ class Decoder:
         # (see _SAFE...): the safe builders, then each allowed class once it
         # has been resolved. Nested dicts, not (code, module, name) keys: no
         # tuple to build per value.
-        self._fast: list[dict[str, dict[str, _Fast]]] = [{} for _ in _ENVELOPE_LEN]
+        # (and the envelope lengths allowed for the code, checked on every read)
+        self._fast: dict[int, tuple[dict[str, dict[str, _Fast]], tuple[int, ...]]] = {
+            code: ({}, lengths) for code, lengths in enumerate(_ENVELOPE_LEN)
+        }
         for key, build in _allowlist.SAFE_BUILDERS.items():
             code, module, name = key[0], key[1], key[2]
             entry = (_SAFE, build, None) if len(key) == 3 else (_METHOD, build, key[3])
-            self._fast[code].setdefault(module, {})[name] = entry
+            self._fast[code][0].setdefault(module, {})[name] = entry
         # ext 0 payload bytes -> the Enum member they decoded to. Members are
         # singletons and a state repeats a few of them many times, so the same
         # bytes skip the envelope entirely; only members found by value (after
@@ -301,16 +331,30 @@ class Decoder:
                 hit = self._memo.get(data)
                 if hit is not None:
                     return hit
-            if not 0 <= code < len(_ENVELOPE_LEN):
+            known = self._fast.get(code)
+            if known is None:
                 return _other_ext(code, data)
+            table, lengths = known
             env = _unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS)
-            if type(env) is not list or len(env) not in _ENVELOPE_LEN[code]:
+            if type(env) is not list or len(env) not in lengths:
                 return self._slow(code, env)
             try:
-                how, target, extra = self._fast[code][env[0]][env[1]]
+                how, target, extra = table[env[0]][env[1]]
             except (KeyError, TypeError):  # not seen yet, or an unhashable module/name
                 return self._slow(code, env)
             arg = env[2]
+            # most frequent first: pydantic models (LangChain messages are ones)
+            if how == _COUNTED:
+                if type(arg) is dict:
+                    try:
+                        obj = target(arg)
+                    except (ValueError, TypeError):
+                        pass  # the slow path names the mismatch
+                    else:
+                        # every stored key was a field (see _counts_fields)
+                        if len(obj.__pydantic_fields_set__) == len(arg):
+                            return obj
+                return self.from_fields((env[0], env[1]), arg)
             if how == _SAFE or (how == _METHOD and env[3] == extra):
                 try:
                     return target(arg)
@@ -376,7 +420,7 @@ class Decoder:
             out = self.from_fields(key, arg)
         info = self._classes.get(key)
         if info is not None:
-            self._fast[code].setdefault(module, {})[name] = self._maker(code, key, info)
+            self._fast[code][0].setdefault(module, {})[name] = self._maker(code, key, info)
         return out
 
     def _maker(self, code: int, key: tuple[str, str], info: _ClassInfo) -> _Fast:
@@ -393,6 +437,8 @@ class Decoder:
         names = info.fields
         if info.kind in (_Kind.PYDANTIC_V2, _Kind.PYDANTIC_V1) and not info.drop:
             assert info.validate is not None
+            if info.counted and not info.open_extra:
+                return (_COUNTED, info.validate, None)
             return (_VALIDATE, info.validate, names)
         if info.kind in (_Kind.DATACLASS, _Kind.NAMEDTUPLE) and not (
             info.non_init or info.as_tuple
