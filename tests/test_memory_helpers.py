@@ -1,5 +1,7 @@
 """The shared helpers every put runs (InMemorySaver's hot path): fast paths change nothing.
 
+(index_writes is prepare_writes without a frozen row object per write.)
+
 ``merge_metadata``, ``check_checkpoint`` and ``split_channel_values`` take a
 fast path for plain dicts and fall back to the general checks for anything
 else. Each case here runs through both (a ``MappingProxyType`` is a Mapping
@@ -17,7 +19,9 @@ import pytest
 from tether.backends._common import (
     EMPTY,
     check_checkpoint,
+    index_writes,
     merge_metadata,
+    prepare_writes,
     split_channel_values,
 )
 from tether.errors import ConfigError
@@ -162,3 +166,36 @@ def test_split_channel_values_is_unchanged(checkpoint: Any) -> None:
     assert list(head) == list(want_head)
     assert blobs == want_blobs
     assert blobs["gone"][1] is EMPTY
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        [],
+        [("a", 1), ("b", [2])],
+        [("__error__", "e1"), ("a", 1), ("__interrupt__", "i"), ("__error__", "e2"), ("a", 3)],
+        [("__resume__", 1), ("__scheduled__", 2)],
+        [("a", 1, 2)],
+        ["ab"],
+        [("a", 1), (3, "channel is not a str")],
+        [None],
+    ],
+)
+@pytest.mark.parametrize(
+    ("task_id", "task_path"), [("task", ""), ("task", "p~1"), ("", ""), ("t", 3)]
+)
+def test_index_writes_is_prepare_writes_as_tuples(
+    writes: Any, task_id: Any, task_path: Any
+) -> None:
+    rows = _outcome(prepare_writes, writes, task_id, task_path)
+    tuples = _outcome(index_writes, writes, task_id, task_path)
+    if rows[0] == "error":
+        assert tuples == rows
+        return
+    assert tuples[1] == [(r.idx, r.channel, r.value) for r in rows[1]]
+    assert all((r.task_id, r.task_path) == (task_id, task_path) for r in rows[1])
+
+
+def test_a_repeated_special_write_keeps_its_first_position_and_last_value() -> None:
+    rows = index_writes([("__error__", "e1"), ("a", 1), ("__error__", "e2")], "t")
+    assert rows == [(-1, "__error__", "e2"), (1, "a", 1)]

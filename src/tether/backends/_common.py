@@ -37,6 +37,7 @@ __all__ = [
     "check_thread_ids",
     "decode_value",
     "dumps_json",
+    "index_writes",
     "merge_metadata",
     "metadata_matches",
     "prepare_writes",
@@ -323,11 +324,26 @@ def prepare_writes(
     When a batch names the same special channel twice, the last one wins, as
     it would if the two were sent in separate batches.
     """
+    return [
+        WriteRow(task_id, task_path, idx, channel, value)
+        for idx, channel, value in index_writes(writes, task_id, task_path)
+    ]
+
+
+def index_writes(
+    writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+) -> list[tuple[int, str, Any]]:
+    """:func:`prepare_writes` as ``(idx, channel, value)`` tuples, the same rows in order.
+
+    For a backend that stores tuples anyway (in-memory): a frozen
+    :class:`WriteRow` per write costs about as much as serializing a small value.
+    """
     if not isinstance(task_id, str) or not task_id:
         raise ConfigError(f"task_id must be a non-empty string, got {task_id!r}")
     if not isinstance(task_path, str):
         raise ConfigError(f"task_path must be a string, got {task_path!r}")
-    rows: dict[tuple[str, int], WriteRow] = {}
+    # One task per batch, so the index alone is the row's key (task_id, idx).
+    rows: dict[int, tuple[int, str, Any]] = {}
     for position, item in enumerate(writes):
         try:
             channel, value = item
@@ -341,7 +357,7 @@ def prepare_writes(
                 f"write #{position} of task {task_id!r}: channel must be a string, got {channel!r}"
             )
         idx = write_index(channel, position)
-        rows[(task_id, idx)] = WriteRow(task_id, task_path, idx, channel, value)
+        rows[idx] = (idx, channel, value)
     return list(rows.values())
 
 

@@ -47,9 +47,9 @@ from tether.backends._common import (
     check_prune,
     check_thread_ids,
     decode_value,
+    index_writes,
     merge_metadata,
     metadata_matches,
-    prepare_writes,
     split_channel_values,
 )
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, join_append
@@ -351,6 +351,16 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
 
     # --- writes -----------------------------------------------------------------
 
+    def _namespace(self, tid: str, ns_name: str) -> _Namespace:
+        """The namespace to write into, created when new (call under the lock)."""
+        spaces = self._threads.get(tid)
+        if spaces is None:
+            spaces = self._threads[tid] = {}
+        ns = spaces.get(ns_name)
+        if ns is None:
+            ns = spaces[ns_name] = _Namespace()
+        return ns
+
     def put(
         self,
         config: Config,
@@ -390,12 +400,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             dict(head["channel_versions"]),
         )
         with self._lock:
-            spaces = self._threads.get(tid)
-            if spaces is None:
-                spaces = self._threads[tid] = {}
-            ns = spaces.get(ns_name)
-            if ns is None:
-                ns = spaces[ns_name] = _Namespace()
+            ns = self._namespace(tid, ns_name)
             for channel, snapshot, whole in needs:
                 # The tail extends a snapshot an earlier put wrote; a thread
                 # operation may have dropped it since. Then store the whole value.
@@ -422,14 +427,16 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 f"put_writes for thread {tid!r} needs the config of a checkpoint "
                 "(configurable.checkpoint_id), as returned by put()"
             )
-        rows = prepare_writes(writes, task_id, task_path)
+        rows = index_writes(writes, task_id, task_path)
         dumps = self.serde.dumps_typed
-        encoded = [(r.task_path, r.task_id, r.idx, r.channel, dumps(r.value)) for r in rows]
+        encoded = [(task_path, task_id, idx, channel, dumps(value)) for idx, channel, value in rows]
         with self._lock:
-            ns = self._threads.setdefault(tid, {}).setdefault(ns_name, _Namespace())
-            bucket = ns.writes.setdefault(cid, {})
+            ns = self._namespace(tid, ns_name)
+            bucket = ns.writes.get(cid)
+            if bucket is None:
+                bucket = ns.writes[cid] = {}
             for w in encoded:
-                key = (w[1], w[2])
+                key = (task_id, w[2])
                 if w[2] >= 0 and key in bucket:
                     continue  # ordinary writes are insert-or-ignore
                 bucket[key] = w
