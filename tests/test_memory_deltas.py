@@ -53,7 +53,7 @@ class Stored(NamedTuple):
 
 def _stored(blob: Any) -> Stored:
     """What the tests look at in a stored blob (the saver's internal layout, read in one place)."""
-    (_, data), base = blob
+    _, data, base = blob
     return Stored(len(data), base)
 
 
@@ -65,12 +65,17 @@ def _history_rows(saver: InMemorySaver, tid: str = "t", ns: str = "") -> dict[st
 
 def _assert_exactly_the_needed_blobs(saver: InMemorySaver) -> None:
     """Every namespace holds the blobs its checkpoints name plus the snapshots those extend."""
-    for spaces in saver._threads.values():
-        for ns in spaces.values():
-            named = {(ch, v) for row in ns.checkpoints.values() for ch, v in row.versions.items()}
-            based = [(ch, _stored(ns.blobs[(ch, v)]).base) for ch, v in named]
-            bases = {(ch, base) for ch, base in based if base is not None}
-            assert set(ns.blobs) == named | bases
+    named: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for tup in saver.list(None):
+        conf = tup.config["configurable"]
+        space = named.setdefault((conf["thread_id"], conf["checkpoint_ns"]), set())
+        space.update((ch, str(v)) for ch, v in tup.checkpoint["channel_versions"].items())
+    assert set(named) == {(t, n) for t, spaces in saver._threads.items() for n in spaces}
+    for (tid, ns_name), keys in named.items():
+        blobs = saver._threads[tid][ns_name].blobs
+        based = [(ch, _stored(blobs[(ch, v)]).base) for ch, v in keys]
+        bases = {(ch, base) for ch, base in based if base is not None}
+        assert set(blobs) == keys | bases
 
 
 def _latest_history(saver: InMemorySaver, tid: str = "t") -> Any:

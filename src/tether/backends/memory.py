@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import ormsgpack
 
@@ -74,25 +74,31 @@ GROUP = 64
 
 _Typed = tuple[str, bytes]
 
-# A stored channel value: ((tag, serialized bytes), base). ``base`` is the
+# A stored channel value: (tag, serialized bytes, base). ``base`` is the
 # snapshot version a tail extends (the value is snapshot + tail), else None.
-_Blob = tuple[_Typed, str | None]
+_Blob = tuple[str, bytes, str | None]
 
-_EMPTY_BLOB: _Blob = ((EMPTY_TAG, b""), None)
+_EMPTY_BLOB: _Blob = (EMPTY_TAG, b"", None)
 
 # One channel of a checkpoint being read: (channel, its blob, the snapshot blob
 # a tail extends or None).
 _Part = tuple[str, _Blob, _Blob | None]
 
 
-@dataclass(slots=True)
-class _Row:
-    head: _Typed  # the checkpoint without channel_values, serialized
-    metadata: bytes  # JSON-safe metadata, MessagePack
-    run_id: Any
-    parent_id: str | None
-    # channel -> version as the checkpoint gave it (a copy); blob keys are str(version)
-    versions: dict[str, Any]
+# A stored checkpoint: (head, metadata, run_id, parent_id, channels, versions).
+# ``head`` is the checkpoint without channel_values, serialized; ``metadata``
+# the JSON-safe metadata as MessagePack; ``channels`` and ``versions`` its
+# channel_versions as two tuples (blob keys are str(version)). Stored data is
+# plain tuples of strings and bytes, never a class or a dict, and few of them:
+# the garbage collector stops tracking such tuples, so a large store adds
+# nothing to later collections. (With a row object and a versions dict per
+# checkpoint, W2's 10,000 puts set off a full collection the reference saver
+# did not: a sixth of the put time.)
+_Row = tuple[_Typed, bytes, Any, str | None, tuple[str, ...], tuple[Any, ...]]
+_METADATA: Final = 1
+_RUN_ID: Final = 2
+_CHANNELS: Final = 4
+_VERSIONS: Final = 5
 
 
 # A stored write: (task_path, task_id, idx, channel, value). Tuples sort in
@@ -114,12 +120,16 @@ class _Namespace:
     def collect_blobs(self) -> None:
         """Drop blobs no remaining checkpoint refers to, nor extends (one level)."""
         blobs = self.blobs
-        live = {(ch, str(v)) for row in self.checkpoints.values() for ch, v in row.versions.items()}
+        live = {
+            (ch, str(v))
+            for row in self.checkpoints.values()
+            for ch, v in zip(row[_CHANNELS], row[_VERSIONS], strict=True)
+        }
         bases = set()
         for ch, v in live:
             blob = blobs.get((ch, v))
-            if blob is not None and blob[1] is not None:
-                bases.add((ch, blob[1]))
+            if blob is not None and blob[2] is not None:
+                bases.add((ch, blob[2]))
         live |= bases
         for key in [k for k in blobs if k not in live]:
             del blobs[key]
@@ -128,11 +138,11 @@ class _Namespace:
         """The blobs a checkpoint's values are read from (call under the lock)."""
         blobs = self.blobs
         out: list[_Part] = []
-        for channel, version in row.versions.items():
+        for channel, version in zip(row[_CHANNELS], row[_VERSIONS], strict=True):
             blob = blobs.get((channel, str(version)))
-            if blob is None or blob[0][0] == EMPTY_TAG:
+            if blob is None or blob[0] == EMPTY_TAG:
                 continue
-            base = blob[1]
+            base = blob[2]
             out.append((channel, blob, None if base is None else blobs.get((channel, base))))
         return out
 
@@ -195,20 +205,20 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
     def _build(
         self, raw: _Raw, memo: dict[tuple[str, str, str, str], Any] | None
     ) -> CheckpointTuple:
-        tid, ns_name, cid, row, parts, writes = raw
+        tid, ns_name, cid, (head_typed, metadata, _, parent, _, _), parts, writes = raw
         loads = self.serde.loads_typed
         # The common case goes straight to the serializer; on a DecodeError
         # _decode decodes again to name thread, checkpoint and channel.
         try:
-            head: dict[str, Any] = loads(row.head)
+            head: dict[str, Any] = loads(head_typed)
         except DecodeError:
-            head = self._decode(row.head, tid, ns_name, cid)
+            head = self._decode(head_typed, tid, ns_name, cid)
         values: dict[str, Any] = {}
-        for channel, (typed, base), snap in parts:
+        for channel, (tag, data, base), snap in parts:
             try:
-                value = loads(typed)
+                value = loads((tag, data))
             except DecodeError:
-                value = self._decode(typed, tid, ns_name, cid, channel)
+                value = self._decode((tag, data), tid, ns_name, cid, channel)
             if base is not None:
                 value = self._join(tid, ns_name, cid, channel, base, snap, value, memo)
             values[channel] = value
@@ -220,11 +230,10 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             except DecodeError:
                 value = self._decode(typed, tid, ns_name, cid, channel, task_id)
             pending.append((task_id, channel, value))
-        parent = row.parent_id
         return CheckpointTuple(
             {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": cid}},
             head,  # type: ignore[arg-type]
-            ormsgpack.unpackb(row.metadata),
+            ormsgpack.unpackb(metadata),
             {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": parent}}
             if parent
             else None,
@@ -264,7 +273,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     f"the snapshot {base!r} that value {_where(tid, ns_name, cid, channel)} "
                     "extends is missing; the store is damaged"
                 )
-            snapshot = self._decode(snap[0], tid, ns_name, cid, channel)
+            snapshot = self._decode((snap[0], snap[1]), tid, ns_name, cid, channel)
             if memo is not None:
                 memo[key] = snapshot
         return join_append(snapshot, tail, where=_where(tid, ns_name, cid, channel))
@@ -339,7 +348,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 row = space.checkpoints.get(cid) if space else None
                 if space is None or row is None:
                     continue  # deleted since the listing started
-                if want and not metadata_matches(ormsgpack.unpackb(row.metadata), want):
+                if want and not metadata_matches(ormsgpack.unpackb(row[_METADATA]), want):
                     continue
                 raw = (tid, ns_name, cid, row, space.parts(row), space.sorted_writes(cid))
             if produced % GROUP == 0:
@@ -382,22 +391,24 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             if value is EMPTY:
                 blobs[(channel, version)] = _EMPTY_BLOB
                 continue
-            typed = dumps(value)
+            tag, data = dumps(value)
             # Short or non-list values are stored whole (plan() would say so too).
-            if appends is None or typed[0] != "msgpack" or len(typed[1]) < appends.min_bytes:
-                blobs[(channel, version)] = (typed, None)
+            if appends is None or tag != "msgpack" or len(data) < appends.min_bytes:
+                blobs[(channel, version)] = (tag, data, None)
                 continue
-            plan = appends.plan((tid, ns_name, channel), version, *typed)
+            plan = appends.plan((tid, ns_name, channel), version, tag, data)
             for r in plan.rows:
-                blobs[(channel, r.version)] = ((r.tag, r.data), r.base)
+                blobs[(channel, r.version)] = (r.tag, r.data, r.base)
             if plan.needs is not None and plan.fallback is not None:
                 needs.append((channel, plan.needs, plan.fallback))
-        row = _Row(
+        versions = head["channel_versions"]
+        row: _Row = (
             dumps(head),
             ormsgpack.packb(meta),
             meta.get("run_id"),
             parent_id,
-            dict(head["channel_versions"]),
+            tuple(versions),
+            tuple(versions.values()),
         )
         with self._lock:
             ns = self._namespace(tid, ns_name)
@@ -407,7 +418,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 if (channel, snapshot) not in ns.blobs:
                     assert appends is not None
                     appends.forget((tid, ns_name, channel))
-                    blobs[(channel, whole.version)] = ((whole.tag, whole.data), None)
+                    blobs[(channel, whole.version)] = (whole.tag, whole.data, None)
             ns.blobs.update(blobs)
             ns.checkpoints[cid] = row
             if ns.latest is None or cid > ns.latest:
@@ -464,7 +475,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 spaces = self._threads[tid]
                 for name in list(spaces):
                     ns = spaces[name]
-                    doomed = [c for c, r in ns.checkpoints.items() if str(r.run_id) in runs]
+                    doomed = [c for c, r in ns.checkpoints.items() if str(r[_RUN_ID]) in runs]
                     if not doomed:
                         continue
                     touched.append(tid)
@@ -542,9 +553,9 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     out["checkpoints"] += len(ns.checkpoints)
                     out["blobs"] += len(ns.blobs)
                     out["bytes"] += sum(
-                        len(r.head[1]) + len(r.metadata) for r in ns.checkpoints.values()
+                        len(r[0][1]) + len(r[_METADATA]) for r in ns.checkpoints.values()
                     )
-                    out["bytes"] += sum(len(b[0][1]) for b in ns.blobs.values())
+                    out["bytes"] += sum(len(b[1]) for b in ns.blobs.values())
                     for bucket in ns.writes.values():
                         out["writes"] += len(bucket)
                         out["bytes"] += sum(len(w[4][1]) for w in bucket.values())
