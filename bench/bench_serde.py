@@ -5,8 +5,11 @@
 Four payloads: 200 chat-message dicts, 50 nested Pydantic v2 models, a
 dataclass tree with datetimes / UUIDs / enums, and a 1 MB NumPy array. dumps
 and loads are timed separately: the median of many repeats (each repeat times
-a batch of calls with ``time.perf_counter``). The ratio is official / tether,
-so above 1 means tether is faster. Results go to ``bench/results/serde.json``.
+a batch of calls with ``time.perf_counter``). tether's and LangGraph's batches
+alternate (in alternating order), so a change in the machine's load during
+the run falls on both rather than on whichever ran second. The ratio is
+official / tether, so above 1 means tether is faster. Results go to
+``bench/results/serde.json``.
 
 LangGraph's serializer runs in its strict mode (``allowed_msgpack_modules``
 with the payload types), the setting comparable to tether's allowlist; its
@@ -132,19 +135,31 @@ ALLOW = [
 ]
 
 
-def _median_us(fn: Callable[[], Any], repeats: int) -> float:
+def _batch(fn: Callable[[], Any]) -> int:
     # a batch per repeat so that the timer's resolution does not matter
     start = time.perf_counter()
     fn()
     once = max(time.perf_counter() - start, 1e-7)
-    batch = max(1, int(0.01 / once))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter() - start) / batch)
-    return statistics.median(samples) * 1e6
+    return max(1, int(0.01 / once))
+
+
+def _time_batch(fn: Callable[[], Any], batch: int) -> float:
+    start = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    return (time.perf_counter() - start) / batch
+
+
+def _median_us(
+    ours: Callable[[], Any], theirs: Callable[[], Any], repeats: int
+) -> tuple[float, float]:
+    """Median seconds per call (in µs) of both, their batches alternating."""
+    batches = (_batch(ours), _batch(theirs))
+    samples: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeats):
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
+            samples[k].append(_time_batch((ours, theirs)[k], batches[k]))
+    return statistics.median(samples[0]) * 1e6, statistics.median(samples[1]) * 1e6
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -160,11 +175,17 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         _check(tether.loads_typed(t_data), value, name)
         for op in ("dumps", "loads"):
             if op == "dumps":
-                t_us = _median_us(lambda v=value: tether.dumps_typed(v), repeats)
-                o_us = _median_us(lambda v=value: official.dumps_typed(v), repeats)
+                t_us, o_us = _median_us(
+                    lambda v=value: tether.dumps_typed(v),
+                    lambda v=value: official.dumps_typed(v),
+                    repeats,
+                )
             else:
-                t_us = _median_us(lambda d=t_data: tether.loads_typed(d), repeats)
-                o_us = _median_us(lambda d=o_data: official.loads_typed(d), repeats)
+                t_us, o_us = _median_us(
+                    lambda d=t_data: tether.loads_typed(d),
+                    lambda d=o_data: official.loads_typed(d),
+                    repeats,
+                )
             rows.append(
                 {
                     "payload": name,
