@@ -351,3 +351,39 @@ async def test_with_allowlist_shares_storage(saver: PostgresSaver) -> None:
     clone = saver.with_allowlist([("x", "Y")])
     await chain("sync", clone, "t", 1)
     assert len(list(saver.list(None))) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_connection_without_autocommit_commits_every_operation(
+    mode: str, pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    """Reads end their transaction too: a write after a read is committed, not a savepoint."""
+    from .conftest import fresh_schema
+
+    schema = fresh_schema()
+    q = f'"{schema}"'
+    if mode == "sync":
+        conn: Any = psycopg.connect(pg_dsn)
+    else:
+        conn = await psycopg.AsyncConnection.connect(pg_dsn)
+    try:
+        assert not conn.autocommit
+        saver = PostgresSaver(conn, schema=schema)
+        await call(mode, saver, "setup")
+        configs = await chain(mode, saver, "t", 2)
+        assert await call(mode, saver, "get_tuple", configs[-1]) is not None
+        await listing(mode, saver, make_config("t"))
+        cp = checkpoint({"step": 9}, {"step": "9"})
+        latest = await call(mode, saver, "put", configs[-1], cp, {}, {"step": "9"})
+        await call(mode, saver, "put_writes", latest, [("x", 1)], "task")
+        seen = admin.execute(f"SELECT count(*) FROM {q}.checkpoints").fetchone()
+        assert seen == (3,)  # visible to another session: committed
+        writes = admin.execute(f"SELECT count(*) FROM {q}.checkpoint_writes").fetchone()
+        assert writes == (1,)
+        status = conn.info.transaction_status
+        assert status == psycopg.pq.TransactionStatus.IDLE  # nothing left open
+    finally:
+        if mode == "sync":
+            conn.close()
+        else:
+            await conn.close()

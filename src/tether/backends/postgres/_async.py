@@ -180,7 +180,10 @@ class _AsyncPostgresCore:
 
     async def _fetchall(self, what: str, query: str, params: Any) -> _Rows:
         async def op(conn: AsyncConnection[Any]) -> _Rows:
-            async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+            # Without autocommit a read opens a transaction that must end here:
+            # left open, the next write's transaction() would be a savepoint in
+            # it and never commit.
+            async with self._tx(conn), conn.cursor(row_factory=tuple_row, binary=True) as cur:
                 await cur.execute(query, params)
                 return await cur.fetchall()
 

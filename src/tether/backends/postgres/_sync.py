@@ -177,7 +177,10 @@ class _PostgresCore:
 
     def _fetchall(self, what: str, query: str, params: Any) -> _Rows:
         def op(conn: Connection[Any]) -> _Rows:
-            with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+            # Without autocommit a read opens a transaction that must end here:
+            # left open, the next write's transaction() would be a savepoint in
+            # it and never commit.
+            with self._tx(conn), conn.cursor(row_factory=tuple_row, binary=True) as cur:
                 cur.execute(query, params)
                 return cur.fetchall()
 
