@@ -271,11 +271,11 @@ class Decoder:
         self.on_mismatch = on_mismatch
         self.upgrades = dict(upgrades)
         self._classes: dict[tuple[str, str], _ClassInfo] = {}
-        # ext code -> module -> name -> how to build the envelope's argument
-        # (see _SAFE...): the safe builders, then each allowed class once it
-        # has been resolved. Nested dicts, not (code, module, name) keys: no
-        # tuple to build per value.
-        # (and the envelope lengths allowed for the code, checked on every read)
+        # ext code -> (module -> name -> how to build the envelope's argument,
+        # see _SAFE...; the envelope lengths the code allows). The safe
+        # builders are there from the start, each allowed class once it has
+        # been resolved. Nested dicts rather than (code, module, name) keys:
+        # no tuple to build per value.
         self._fast: dict[int, tuple[dict[str, dict[str, _Fast]], tuple[int, ...]]] = {
             code: ({}, lengths) for code, lengths in enumerate(_ENVELOPE_LEN)
         }
