@@ -15,7 +15,8 @@ server). Every workload runs on a fresh database per saver, dropped afterwards.
 
 Ratios are official / tether (above 1: tether is faster or smaller). tether:
 ``PostgresSaver.from_conn_string(dsn)`` (its defaults: a pool, prepared
-statements after 5 uses, zlib above 2 KiB). Official, as its docs set it up:
+statements after 5 uses, zstd above 2 KiB, append deltas above 4 KiB).
+Official, as its docs set it up:
 ``PostgresSaver(psycopg.connect(dsn, autocommit=True, prepare_threshold=0,
 row_factory=dict_row))`` then ``setup()``.
 """

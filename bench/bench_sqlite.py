@@ -7,8 +7,8 @@ Workloads W1 (chat, N = 100, 300, 1,000), W2 (2,000 threads x 5) and W3
 :mod:`bench._workloads`, each on a fresh file per saver in one temporary
 directory. Bytes on disk are ``page_count * page_size`` after a WAL checkpoint.
 Ratios are official / tether (above 1: tether is faster or smaller). Both use
-their defaults (tether: WAL, synchronous=NORMAL, zlib above 2 KiB; official:
-WAL, its own synchronous setting).
+their defaults (tether: WAL, synchronous=NORMAL, zstd above 2 KiB, append
+deltas above 4 KiB; official: WAL, its own synchronous setting).
 """
 
 from __future__ import annotations

@@ -74,10 +74,12 @@ def transform(text: str, src: str) -> str:
     skip = False
     for line in text.splitlines(keepends=True):
         # Blocks between these markers exist only in the async source.
-        if "# tether: begin async-only" in line:
+        # Markers are comment lines of their own (a docstring may quote them).
+        marker = line.strip()
+        if marker == "# tether: begin async-only":
             skip = True
             continue
-        if "# tether: end async-only" in line:
+        if marker == "# tether: end async-only":
             skip = False
             continue
         if skip:

@@ -46,32 +46,3 @@ def pg_dsn() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-# --- probes for known tether backend bugs ----------------------------------------------
-# The tests mark themselves xfail only while the probe still finds the bug, so the
-# day a fix lands they run (and must pass) without anyone editing them.
-
-
-@pytest.fixture(scope="session")
-def pg_copy_fork_bug(pg_dsn: str) -> bool:
-    """Whether a put under another parent with new_versions={} loses an inline channel."""
-    from tether.backends.postgres import PostgresSaver
-    from tether.checkpoint import empty_checkpoint
-
-    schema = f"probe_{uuid.uuid4().hex[:12]}"
-    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
-        saver.setup()
-        root = {"configurable": {"thread_id": "probe", "checkpoint_ns": ""}}
-        configs = [root]
-        for step, (value, new) in enumerate([(1, True), (2, True), (2, False)]):
-            cp = empty_checkpoint()
-            cp["channel_values"] = {"x": value}
-            cp["channel_versions"] = {"x": str(value)}
-            parent = configs[0] if step == 2 else configs[-1]  # the copy: under the first
-            configs.append(saver.put(parent, cp, {"step": step}, {"x": str(value)} if new else {}))
-        tup = saver.get_tuple(configs[-1])
-        lost = tup is None or tup.checkpoint["channel_values"] != {"x": 2}
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    return lost

@@ -645,19 +645,6 @@ def _strip_interrupt_values(trace: Any) -> tuple[Any, int]:
     return {**trace, "history": walk(trace["history"])}, dropped
 
 
-#: Differences these tests found in a tether backend: (probe fixture, what is wrong).
-#: The test is an expected failure only while the probe (conftest.py) finds the bug.
-KNOWN_BACKEND_BUGS = {
-    ("postgres", "fork"): (
-        "pg_copy_fork_bug",
-        "tether.backends.postgres loses an inline primitive channel when a checkpoint is put "
-        "with an unchanged version and a parent that has another version of it, as "
-        "update_state(as_node='__copy__') does (parent = the copied checkpoint's parent, "
-        "new_versions = {})",
-    ),
-}
-
-
 @pytest.mark.parametrize("durability", DURABILITIES)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
@@ -670,9 +657,6 @@ async def test_same_as_official(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    bug = KNOWN_BACKEND_BUGS.get((backend, scenario))
-    if bug is not None and request.getfixturevalue(bug[0]):
-        request.applymarker(pytest.mark.xfail(reason=bug[1], strict=True))
     thread = f"{scenario}-{uuid.uuid4().hex[:8]}"
     run = SCENARIOS[scenario]
     async with tether_saver(backend, mode, tmp_path, request) as saver:

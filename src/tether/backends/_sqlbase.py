@@ -1,4 +1,4 @@
-"""I/O-free logic every SQL backend shares (SQLite now, Postgres next).
+"""I/O-free logic the SQL backends share (SQLite and Postgres).
 
 Nothing here opens a connection or writes SQL text: a backend turns what its
 driver returns into the plain tuples these functions take, and sends what they
@@ -16,23 +16,21 @@ return as bound parameters. What lives here:
 * **Append deltas** (:mod:`tether.backends._delta`) are orthogonal to the
   encoding: a row whose ``base`` column names a snapshot holds only the tail
   appended since that snapshot (itself compressed or not, per ``encoding``).
-* **Channel values are not stored inline in the checkpoint row.** The
-  contract says only the channels in ``new_versions`` are written and the
-  others are found through ``channel_versions`` in blobs written by earlier
-  puts. A primitive copied into one checkpoint row would be invisible to a
-  later checkpoint that kept the same version without rewriting it, unless the
-  read did a fourth query or trusted the caller's ``channel_values`` for
-  channels it did not name (LangGraph's Postgres saver does the latter). So
+* **Channel values are blob rows in SQLite.** The contract says only the
+  channels in ``new_versions`` are written and the others are found through
+  ``channel_versions`` in blobs written by earlier puts. A primitive copied
+  into one checkpoint row would be invisible to a later checkpoint that kept
+  the same version without rewriting it, unless the read did another query or
+  trusted the caller's ``channel_values`` for channels it did not name. So
   every value is a blob row; small ones cost one short row, and a page's
-  blobs still come back in one query. :func:`inline_value` /
-  :func:`is_inline` are kept for backends (Postgres) that store native
-  primitives in a JSON column of the blob table.
+  blobs still come back in one query. (Postgres keeps small primitives in
+  its JSONB checkpoint and carries unchanged ones over by version in its put
+  statement; see ``postgres/_sql.py``.)
 * **Row decoding.** :func:`build_tuple` turns a checkpoint row, the blobs it
   refers to and its writes into a :class:`~tether.checkpoint.CheckpointTuple`;
   every decode failure names thread, namespace, checkpoint and channel.
 * **Page grouping.** :func:`group_writes` buckets one query's write rows by
-  checkpoint; :func:`page_blob_keys` lists the distinct blob keys a page of
-  checkpoints needs (so unchanged channels are fetched once per page).
+  checkpoint.
 * **Prune planning.** :func:`plan_prune` says how many checkpoints per
   namespace survive.
 """
@@ -71,10 +69,7 @@ __all__ = [
     "WriteRecord",
     "build_tuple",
     "group_writes",
-    "inline_value",
-    "is_inline",
     "metadata_from_json",
-    "page_blob_keys",
     "plan_prune",
     "versions_from_json",
     "versions_to_json",
@@ -225,25 +220,6 @@ def _where(address: Address, channel: str | None, task_id: str | None) -> str:
     return "of " + ", ".join(parts)
 
 
-# --- primitives ----------------------------------------------------------------
-
-
-def is_inline(value: Any) -> bool:
-    """Whether ``value`` is a primitive a backend may store natively (not through serde).
-
-    Exact types only: a ``bool`` subclass or ``str`` subclass (an enum) would
-    not come back as itself.
-    """
-    return value is None or type(value) in (str, int, float, bool)
-
-
-def inline_value(value: Any) -> Any:
-    """A primitive as a JSON-compatible value (NaN/inf are not; callers blob those)."""
-    if type(value) is float and (value != value or value in (float("inf"), float("-inf"))):
-        raise ConfigError(f"{value!r} cannot be stored inline as JSON")
-    return value
-
-
 # --- versions and metadata columns ---------------------------------------------------
 
 
@@ -298,21 +274,6 @@ class WriteRecord:
     type: str
     encoding: int
     value: bytes | None
-
-
-def page_blob_keys(
-    rows: Iterable[tuple[str, str, Mapping[str, str]]],
-) -> list[BlobKey]:
-    """The distinct blob keys a page needs, from ``(thread, ns, versions)`` per checkpoint.
-
-    Channels that did not change between the page's checkpoints share a key,
-    so they are fetched (and their bytes held) once per page.
-    """
-    seen: dict[BlobKey, None] = {}
-    for thread_id, ns, versions in rows:
-        for channel, version in versions.items():
-            seen.setdefault((thread_id, ns, channel, version), None)
-    return list(seen)
 
 
 def group_writes(

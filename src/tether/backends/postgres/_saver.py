@@ -40,6 +40,7 @@ from typing import Any, Self
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from tether.backends._common import check_list_args
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import _AsyncPostgresCore
@@ -123,12 +124,14 @@ class PostgresSaver(BaseCheckpointSaver):
             whole history); ``None`` stores every value whole.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
-    Postgres session advisory lock on a thread for the length of a run, so two
-    processes (on any machines sharing the database) never advance one thread
-    at once. The second gets :class:`~tether.errors.ThreadBusyError` at once,
-    or waits for the first (``wait=True``, with an optional ``timeout``). The
-    lock is released when the block ends, and by the server when the holder's
-    connection or process dies. The lease is advisory: only runs that take it
+    Postgres advisory lock on a thread for the length of a run (a transaction
+    lock on a connection of the lease's own; a session lock when the saver was
+    given a single connection), so two processes (on any machines sharing the
+    database) never advance one thread at once. The second gets
+    :class:`~tether.errors.ThreadBusyError` at once, or waits for the first
+    (``wait=True``, with an optional ``timeout``). The lock is released when
+    the block ends, and by the server when the holder's connection or process
+    dies. The lease is advisory: only runs that take it
     are kept apart, so take it around every run of a thread::
 
         with saver.lease(thread_id):
@@ -484,6 +487,8 @@ class PostgresSaver(BaseCheckpointSaver):
         if res.url is None:
             it = self.list(config, filter=filter, before=before, limit=limit)
             return self._alist_threaded(it)
+        # The async pool opens at the first item; bad input still fails at the call.
+        check_list_args(config, filter, before, limit)
         return self._alist_lazy(config, filter=filter, before=before, limit=limit)
 
     async def _alist_lazy(

@@ -93,7 +93,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     blob BYTEA,
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 )""",
-            # Large payloads arrive zlib-compressed (encoding 1): do not let
+            # Large payloads arrive compressed (zstd, encoding 2): do not let
             # TOAST try to compress them again.
             "ALTER TABLE {schema}.checkpoint_blobs ALTER COLUMN blob SET STORAGE EXTERNAL",
             "ALTER TABLE {schema}.checkpoint_writes ALTER COLUMN blob SET STORAGE EXTERNAL",

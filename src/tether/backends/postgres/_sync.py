@@ -6,6 +6,7 @@
 gen-sync``); CI fails when it is stale. Write code here that turns into
 correct sync code by dropping ``async``/``await`` and the ``Async`` prefixes:
 blocks that only make sense in one of the two are marked (``# tether: begin
+async-only`` ... ``# tether: end async-only``; ``# tether: sync-only: <line>``).
 
 The core is private: :class:`~tether.backends.postgres.PostgresSaver` holds
 one core per flavour and passes its serializer on every call (so
