@@ -255,3 +255,34 @@ def test_bad_statement_timeout_is_a_config_error(pg_dsn: str) -> None:
     for bad in (0, -1, "1", True):
         with pytest.raises(TetherError, match="statement_timeout"):
             PostgresSaver.from_conn_string(pg_dsn, statement_timeout=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_pool_whose_connections_all_died_recovers_on_the_next_call(
+    mode: str, pg_dsn: str, schema_ready: str, admin: psycopg.Connection[Any]
+) -> None:
+    """A server restart kills every pooled connection; the next call still just works."""
+    saver = PostgresSaver.from_conn_string(
+        pg_dsn, schema=schema_ready, pool_size=4, min_size=4, serde=PlainSerializer()
+    )
+    async with saver:
+        cp = checkpoint(VALUES, VERSIONS)
+        cfg = await _call(mode, saver, "put", make_config("t"), cp, {"source": "input"}, VERSIONS)
+        pool = saver._res.owned_sync if mode == "sync" else saver._res.owned_aio
+        assert pool is not None
+        if mode == "sync":
+            pool.wait()
+        else:
+            await pool.wait()
+        pids = {
+            r[0]
+            for r in admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+        }
+        assert len(pids) >= 4
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        tup = await _call(mode, saver, "get_tuple", cfg)
+        assert tup.checkpoint["channel_values"] == VALUES

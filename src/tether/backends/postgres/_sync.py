@@ -172,6 +172,12 @@ class _PostgresCore:
                     return op(conn)
             except psycopg.Error as exc:
                 if attempt + 1 < attempts and is_retryable(exc):
+                    # After a server restart or failover every idle connection
+                    # of the pool is dead too: drop them all before the retry,
+                    # or it would just take the next dead one.
+                    assert self._pool is not None
+                    with contextlib.suppress(Exception):
+                        self._pool.check()
                     continue
                 raise translate(exc, what) from exc
         raise AssertionError("unreachable")  # pragma: no cover
