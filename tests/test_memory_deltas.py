@@ -117,6 +117,31 @@ def test_delta_threshold_none_stores_whole_values() -> None:
     assert all(not is_snapshot_version(v) and blob.base is None for v, blob in rows.items())
 
 
+class _Delegating:
+    """A serializer that is not tether's MsgpackSerializer (same bytes, same tags)."""
+
+    def __init__(self) -> None:
+        self._inner = MsgpackSerializer()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self._inner.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self._inner.loads_typed(data)
+
+
+def test_values_of_another_serializer_are_stored_whole() -> None:
+    # Only tether's MessagePack is known to decode an array as the list of its
+    # elements, which is what snapshot + tail relies on.
+    saver = InMemorySaver(serde=_Delegating())
+    _, last = _grow(saver, 30)
+    rows = _history_rows(saver)
+    assert len(rows) == 30
+    assert all(not is_snapshot_version(v) and b.base is None for v, b in rows.items())
+    assert last is not None
+    assert _latest_history(saver) == last["channel_values"]["history"]
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "4096"])
 def test_bad_delta_threshold_is_a_config_error(bad: Any) -> None:
     with pytest.raises(ConfigError, match="delta_threshold"):

@@ -52,7 +52,7 @@ from tether.backends._common import (
     metadata_matches,
     split_channel_values,
 )
-from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, join_append
+from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, join_append, supports
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
@@ -167,7 +167,9 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         delta_threshold: lists whose serialized value has at least this many
             bytes are stored as an immutable snapshot plus the tail appended
             since (a growing message history costs a few messages per step,
-            not the whole history); ``None`` stores every value whole.
+            not the whole history); ``None`` stores every value whole. Only
+            with tether's :class:`~tether.serde.MsgpackSerializer`; values of
+            other serializers are always stored whole.
 
     Example:
         >>> from tether import InMemorySaver, make_config
@@ -381,7 +383,9 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         check_checkpoint(checkpoint, new_versions)
         meta = merge_metadata(config, metadata)
         head, values = split_channel_values(checkpoint, new_versions)
-        serde, appends = self.serde, self._appends
+        serde = self.serde
+        # Only tether's MessagePack decodes an array as the list of its elements.
+        appends = self._appends if supports(serde) else None
         dumps = serde.dumps_typed
         cid = checkpoint["id"]
         # Serialize outside the lock: it is the expensive part and touches no shared state.
