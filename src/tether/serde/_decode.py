@@ -5,6 +5,13 @@ Order of checks for every ext value: the payload shape, then the (module, name)
 strings against the safe builders / allowlist / deny list -- only then is the
 module imported and the class looked up, and then only a class (never a
 function) is constructed, through the path its kind dictates.
+
+Once a (module, name) has passed those checks, the decoder keeps how to build
+it (``Decoder._fast``) and later values of that type take a short path in
+:meth:`Decoder.hook` that still checks the shape and the fit of every value
+(S3.5) and falls back to the full path on anything unexpected. An Enum member
+is also remembered by its exact payload bytes: the same bytes would pass the
+same checks to the same member.
 """
 
 from __future__ import annotations

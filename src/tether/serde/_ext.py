@@ -7,7 +7,10 @@ Every ext payload is itself a MessagePack array ``[module, name, args, ...]``.
 ormsgpack encodes dicts, lists, str, int, float, bool and bytes natively (in C);
 everything else reaches :func:`default`, which dispatches on ``type(obj)``
 through a per-type cache so the isinstance chain runs once per type, not once
-per value.
+per value. Two kinds are written with less work than the general path and
+the same bytes: a plain pydantic model's fields are packed by ormsgpack from
+the instance (:func:`_plain_model` says which models and instances qualify),
+and a NumPy array's payload is joined around its buffer, which is copied once.
 """
 
 from __future__ import annotations
