@@ -55,7 +55,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tether.errors import ConfigError, DecodeError
 from tether.serde.msgpack import MsgpackSerializer
@@ -120,11 +120,11 @@ def array_header(count: int) -> bytes:
     return b"\xdd" + count.to_bytes(4, "big")
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One blob row to write: ``payload`` is the serializer's bytes (not yet compressed).
+class Row(NamedTuple):
+    """One blob row to write: ``data`` is the serializer's bytes (not yet compressed).
 
     ``base`` is the snapshot version a tail extends, or ``None`` for a whole value.
+    (Named tuples: a plan is built for every channel of every put.)
     """
 
     version: str
@@ -133,8 +133,7 @@ class Row:
     base: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelPlan:
+class ChannelPlan(NamedTuple):
     """The rows one channel's value becomes.
 
     ``rows`` go to storage in order (a new snapshot before the tail that
@@ -193,12 +192,11 @@ class AppendTracker:
 
     def plan(self, key: tuple[str, str, str], version: str, tag: str, data: bytes) -> ChannelPlan:
         """The rows for ``data`` (the serializer's ``(tag, data)``) at ``version`` of ``key``."""
-        whole = ChannelPlan((Row(version, tag, data),))
         if tag != "msgpack" or len(data) < self.min_bytes:
-            return whole
+            return ChannelPlan((Row(version, tag, data),))
         shape = split_array(data)
         if shape is None:
-            return whole
+            return ChannelPlan((Row(version, tag, data),))
         count, offset = shape
         with self._lock:
             snap = self._snapshots.get(key)
