@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tether.ids import uuid6
@@ -85,8 +85,8 @@ def median_ms(fn: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
-def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
-    """Write N steps; returns per-step median/p95 ms, get_tuple ms, full-history list ms.
+def w1_steps(saver: Saver, n: int, thread_id: str = "w1") -> Iterator[float]:
+    """W1's writes, one step per ``next()``; yields the seconds the saver took for it.
 
     A step is what the saver does for one graph step: ``get_next_version`` for
     the three changed channels, ``put`` and ``put_writes``.
@@ -94,7 +94,6 @@ def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
     cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     prev = None
     messages: list[dict[str, Any]] = []
-    steps = []
     for i in range(n):
         ckpt = _checkpoint(prev)
         messages = [*messages, _message(i)]
@@ -106,9 +105,13 @@ def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
         new_versions = _advance(saver, ckpt, values)
         cfg = saver.put(cfg, ckpt, metadata, new_versions)
         saver.put_writes(cfg, writes, task_id)
-        steps.append(time.perf_counter() - t0)
+        yield time.perf_counter() - t0
         prev = ckpt
-    steps.sort()
+
+
+def w1_reads(saver: Saver, n: int, steps: list[float], thread_id: str = "w1") -> dict[str, float]:
+    """W1's figures once its ``n`` steps are written: step median/p95, get_tuple, list."""
+    steps = sorted(steps)
     latest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     got = saver.get_tuple(latest)
     assert len(got.checkpoint["channel_values"]["messages"]) == n
@@ -122,16 +125,21 @@ def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
     }
 
 
-def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, float]:
-    """Puts per second over T threads x 5 checkpoints; get_tuple latency of random threads.
+def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
+    """Write N steps; returns per-step median/p95 ms, get_tuple ms, full-history list ms."""
+    return w1_reads(saver, n, list(w1_steps(saver, n, thread_id)), thread_id)
+
+
+def w2_puts(saver: Saver, threads: int, per_thread: int = 5) -> Iterator[float]:
+    """W2's puts, one thread's ``per_thread`` puts per ``next()``; yields their seconds.
 
     Timed per put: ``get_next_version`` for the three channels and ``put``.
     """
-    elapsed = 0.0
     clock = time.perf_counter
     for t in range(threads):
         cfg: dict[str, Any] = {"configurable": {"thread_id": f"w2-{t}", "checkpoint_ns": ""}}
         prev = None
+        elapsed = 0.0
         for i in range(per_thread):
             ckpt = _checkpoint(prev)
             values = {"step": i, "user": f"user-{t}", "flag": i % 2 == 0}
@@ -141,6 +149,11 @@ def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, flo
             cfg = saver.put(cfg, ckpt, metadata, nv)
             elapsed += clock() - t0
             prev = ckpt
+        yield elapsed
+
+
+def w2_reads(saver: Saver, threads: int, per_thread: int, elapsed: float) -> dict[str, float]:
+    """W2's figures once its puts took ``elapsed`` seconds: puts/s, get_tuple latency."""
     rng = random.Random(1)
     picks = [rng.randrange(threads) for _ in range(200)]
     times = []
@@ -154,6 +167,36 @@ def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, flo
         "puts_per_s": threads * per_thread / elapsed,
         "get_ms": statistics.median(times) * 1000,
     }
+
+
+def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, float]:
+    """Puts per second over T threads x 5 checkpoints; get_tuple latency of random threads."""
+    elapsed = sum(w2_puts(saver, threads, per_thread))
+    return w2_reads(saver, threads, per_thread, elapsed)
+
+
+def interleave(steppers: dict[str, Iterator[float]]) -> dict[str, list[float]]:
+    """Advance several savers' workloads in turns; each one's timings, in order.
+
+    The order alternates (A B, B A, ...) so that neither side always runs right
+    after the other. For a server whose commits wait for a disk flush, the two
+    sides then see the same disk, step by step, instead of one run meeting a
+    quiet disk and the other a busy one.
+    """
+    names = list(steppers)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    turn = 0
+    while True:
+        order = names if turn % 2 == 0 else names[::-1]
+        progressed = False
+        for name in order:
+            value = next(steppers[name], None)
+            if value is not None:
+                out[name].append(value)
+                progressed = True
+        if not progressed:
+            return out
+        turn += 1
 
 
 def ratio(official: float, tether: float) -> float:

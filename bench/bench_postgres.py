@@ -6,11 +6,15 @@ Server: ``TETHER_BENCH_PG_DSN`` (else ``TETHER_TEST_PG_DSN``, else the local tes
 server). Every workload runs on a fresh database per saver, dropped afterwards.
 
 * W1 chat (N = 100, 300, 1,000) and W2 many threads (2,000 x 5) from
-  :mod:`bench._workloads`;
+  :mod:`bench._workloads`, the two savers interleaved step by step (each on
+  its own database): every commit waits for a WAL flush, and on a shared disk
+  the flush time drifts over seconds, so running one saver after the other
+  measured the disk as much as the saver;
 * listing one thread of 10,000 checkpoints: time (median of 3) and peak Python
   memory of one full listing (tracemalloc);
 * 8 writer processes on distinct threads, each doing put + put_writes, released
-  together: aggregate puts per second over the wall time of all eight;
+  together: aggregate puts per second over the wall time of all eight,
+  median of rounds run in the order tether, official, official, tether, ...;
 * bytes stored: ``pg_total_relation_size`` of every table of the store.
 
 Ratios are official / tether (above 1: tether is faster or smaller). tether:
@@ -41,7 +45,16 @@ from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from bench._workloads import _advance, _checkpoint, ratio, w1_chat, w2_threads
+from bench._workloads import (
+    _advance,
+    _checkpoint,
+    interleave,
+    ratio,
+    w1_reads,
+    w1_steps,
+    w2_puts,
+    w2_reads,
+)
 from tether import PostgresSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -200,28 +213,32 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     for n in sizes:
-        got: dict[str, dict[str, float]] = {}
-        for name, open_ in OPENERS.items():
-            with fresh_database(f"w1{name[0]}") as dsn:
-                saver, close = open_(dsn)
-                try:
-                    got[name] = w1_chat(saver, n)
-                finally:
+        with fresh_database("w1t") as t_dsn, fresh_database("w1o") as o_dsn:
+            dsns = {"tether": t_dsn, "langgraph": o_dsn}
+            opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
+            try:
+                steps = interleave({name: w1_steps(opened[name][0], n) for name in OPENERS})
+                got = {name: w1_reads(opened[name][0], n, steps[name]) for name in OPENERS}
+            finally:
+                for _, close in opened.values():
                     close()
-                got[name]["bytes"] = stored_bytes(dsn)
+            for name in OPENERS:
+                got[name]["bytes"] = stored_bytes(dsns[name])
         t, o = got["tether"], got["langgraph"]
         for metric in ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes"):
             rows.append(_row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
 
-    got = {}
-    for name, open_ in OPENERS.items():
-        with fresh_database(f"w2{name[0]}") as dsn:
-            saver, close = open_(dsn)
-            try:
-                got[name] = w2_threads(saver, threads)
-            finally:
+    with fresh_database("w2t") as t_dsn, fresh_database("w2o") as o_dsn:
+        dsns = {"tether": t_dsn, "langgraph": o_dsn}
+        opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
+        try:
+            puts = interleave({name: w2_puts(opened[name][0], threads) for name in OPENERS})
+            got = {name: w2_reads(opened[name][0], threads, 5, sum(puts[name])) for name in OPENERS}
+        finally:
+            for _, close in opened.values():
                 close()
-            got[name]["bytes"] = stored_bytes(dsn)
+        for name in OPENERS:
+            got[name]["bytes"] = stored_bytes(dsns[name])
     t, o = got["tether"], got["langgraph"]
     w2 = f"W2 {threads} threads x 5"
     rows.append(_row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
@@ -241,20 +258,15 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows.append(_row(big_name, "list_ms", t["list_ms"], o["list_ms"], False))
     rows.append(_row(big_name, "peak_kib", t["peak_kib"], o["peak_kib"], False))
 
-    got = {}
-    for name in OPENERS:
-        with fresh_database(f"mw{name[0]}") as dsn:
-            got[name] = writers(name, dsn, 8, per_writer)
-    t, o = got["tether"], got["langgraph"]
-    rows.append(
-        _row(
-            f"8 processes x {per_writer} put+put_writes",
-            "puts_per_s",
-            t["puts_per_s"],
-            o["puts_per_s"],
-            True,
-        )
-    )
+    rounds = 2 if quick else 3
+    samples: dict[str, list[float]] = {name: [] for name in OPENERS}
+    for r in range(rounds):
+        order = list(OPENERS) if r % 2 == 0 else list(OPENERS)[::-1]
+        for name in order:
+            with fresh_database(f"mw{name[0]}") as dsn:
+                samples[name].append(writers(name, dsn, 8, per_writer)["puts_per_s"])
+    t_ps, o_ps = (statistics.median(samples[name]) for name in ("tether", "langgraph"))
+    rows.append(_row(f"8 processes x {per_writer} put+put_writes", "puts_per_s", t_ps, o_ps, True))
 
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "postgres.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
