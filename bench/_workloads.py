@@ -125,6 +125,48 @@ def w1_reads(saver: Saver, n: int, steps: list[float], thread_id: str = "w1") ->
     }
 
 
+def alternate(calls: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median ms of each call, the calls taken in turns (A B, B A, ...).
+
+    Timing one saver's reads in a block and then the other's lets the
+    process's state (heap size, garbage-collector generations, CPU frequency,
+    other load) differ between the blocks; in turns they share it.
+    """
+    names = list(calls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            calls[name]()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) * 1000 for name, ts in times.items()}
+
+
+def w1_pair(savers: dict[str, Saver], n: int, thread_id: str = "w1") -> dict[str, dict[str, float]]:
+    """W1 on several savers at once: steps interleaved, reads taken in turns."""
+    steps = interleave({name: w1_steps(s, n, thread_id) for name, s in savers.items()})
+    latest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    out: dict[str, dict[str, float]] = {}
+    for name, saver in savers.items():
+        got = saver.get_tuple(latest)
+        assert len(got.checkpoint["channel_values"]["messages"]) == n
+        assert len(list(saver.list(latest))) == n
+        ordered = sorted(steps[name])
+        out[name] = {
+            "step_ms": statistics.median(ordered) * 1000,
+            "step_p95_ms": ordered[int(len(ordered) * 0.95) - 1] * 1000,
+        }
+    gets = alternate({name: lambda s=s: s.get_tuple(latest) for name, s in savers.items()}, 42)
+    lists = alternate(
+        {name: lambda s=s: sum(1 for _ in s.list(latest)) for name, s in savers.items()},
+        6 if n <= 300 else 4,
+    )
+    for name in savers:
+        out[name]["get_ms"] = gets[name]
+        out[name]["list_ms"] = lists[name]
+    return out
+
+
 def w1_chat(saver: Saver, n: int, thread_id: str = "w1") -> dict[str, float]:
     """Write N steps; returns per-step median/p95 ms, get_tuple ms, full-history list ms."""
     return w1_reads(saver, n, list(w1_steps(saver, n, thread_id)), thread_id)
@@ -169,6 +211,31 @@ def w2_reads(saver: Saver, threads: int, per_thread: int, elapsed: float) -> dic
     }
 
 
+def w2_pair(
+    savers: dict[str, Saver], threads: int, per_thread: int = 5
+) -> dict[str, dict[str, float]]:
+    """W2 on several savers at once: puts interleaved, get_tuple latencies taken in turns."""
+    puts = interleave({name: w2_puts(s, threads, per_thread) for name, s in savers.items()})
+    rng = random.Random(1)
+    picks = [f"w2-{rng.randrange(threads)}" for _ in range(200)]
+    times: dict[str, list[float]] = {name: [] for name in savers}
+    names = list(savers)
+    for i, tid in enumerate(picks):
+        cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+        for name in names if i % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            got = savers[name].get_tuple(cfg)
+            times[name].append(time.perf_counter() - t0)
+            assert got is not None
+    return {
+        name: {
+            "puts_per_s": threads * per_thread / sum(puts[name]),
+            "get_ms": statistics.median(times[name]) * 1000,
+        }
+        for name in savers
+    }
+
+
 def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, float]:
     """Puts per second over T threads x 5 checkpoints; get_tuple latency of random threads."""
     elapsed = sum(w2_puts(saver, threads, per_thread))
@@ -203,8 +270,8 @@ def ratio(official: float, tether: float) -> float:
     return round(official / tether, 2) if tether else float("inf")
 
 
-def w3_history(saver: Saver, n: int, thread_id: str = "w3") -> dict[str, float]:
-    """N checkpoints of a few small channels, each with three pending writes; list them all."""
+def w3_fill(saver: Saver, n: int, thread_id: str = "w3") -> None:
+    """W3's history: N checkpoints of a few small channels, each with three pending writes."""
     cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     prev = None
     for i in range(n):
@@ -217,4 +284,10 @@ def w3_history(saver: Saver, n: int, thread_id: str = "w3") -> dict[str, float]:
     got = list(saver.list(latest))
     assert len(got) == n
     assert all(len(t.pending_writes) == 3 for t in got)
+
+
+def w3_history(saver: Saver, n: int, thread_id: str = "w3") -> dict[str, float]:
+    """W3 filled, then the time to list it all (median ms)."""
+    w3_fill(saver, n, thread_id)
+    latest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     return {"list_ms": median_ms(lambda: sum(1 for _ in saver.list(latest)), 7)}

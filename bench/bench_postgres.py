@@ -45,16 +45,7 @@ from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from bench._workloads import (
-    _advance,
-    _checkpoint,
-    interleave,
-    ratio,
-    w1_reads,
-    w1_steps,
-    w2_puts,
-    w2_reads,
-)
+from bench._workloads import _advance, _checkpoint, ratio, w1_pair, w2_pair
 from tether import PostgresSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -217,8 +208,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             dsns = {"tether": t_dsn, "langgraph": o_dsn}
             opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
             try:
-                steps = interleave({name: w1_steps(opened[name][0], n) for name in OPENERS})
-                got = {name: w1_reads(opened[name][0], n, steps[name]) for name in OPENERS}
+                got = w1_pair({name: opened[name][0] for name in OPENERS}, n)
             finally:
                 for _, close in opened.values():
                     close()
@@ -232,8 +222,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         dsns = {"tether": t_dsn, "langgraph": o_dsn}
         opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
         try:
-            puts = interleave({name: w2_puts(opened[name][0], threads) for name in OPENERS})
-            got = {name: w2_reads(opened[name][0], threads, 5, sum(puts[name])) for name in OPENERS}
+            got = w2_pair({name: opened[name][0] for name in OPENERS}, threads)
         finally:
             for _, close in opened.values():
                 close()

@@ -5,7 +5,10 @@
 Workloads W1 (chat, N = 100, 300, 1,000), W2 (2,000 threads x 5) and W3
 (listing 1,000 small checkpoints with three pending writes each) from
 :mod:`bench._workloads`, each on a fresh file per saver in one temporary
-directory. Bytes on disk are ``page_count * page_size`` after a WAL checkpoint.
+directory, both savers open at once: their writes interleaved step by step and
+their reads taken in turns (so neither meets a quieter disk, a smaller heap or
+a colder CPU; see :func:`bench._workloads.interleave`). Bytes on disk are
+``page_count * page_size`` after a WAL checkpoint.
 Ratios are official / tether (above 1: tether is faster or smaller). Both use
 their defaults (tether: WAL, synchronous=NORMAL, zstd above 2 KiB, append
 deltas above 4 KiB; official: WAL, its own synchronous setting).
@@ -23,7 +26,7 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 
-from bench._workloads import ratio, w1_chat, w2_threads, w3_history
+from bench._workloads import alternate, ratio, w1_pair, w2_pair, w3_fill
 from tether import SqliteSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -49,77 +52,80 @@ def _official(path: Path) -> tuple[Any, Callable[[], None]]:
     return saver, conn.close
 
 
+def _row(workload: str, metric: str, t: float, o: float, higher_is_better: bool) -> dict[str, Any]:
+    digits = 0 if abs(t) >= 1000 else 3
+    return {
+        "workload": workload,
+        "metric": metric,
+        "tether": round(t, digits),
+        "langgraph": round(o, digits),
+        "ratio": ratio(t, o) if higher_is_better else ratio(o, t),
+    }
+
+
+OPENERS = {"tether": _tether, "langgraph": _official}
+
+
+def _both(tmp: str, tag: str) -> tuple[dict[str, Any], dict[str, Path], list[Callable[[], None]]]:
+    paths = {name: Path(tmp) / f"{tag}-{name}.db" for name in OPENERS}
+    opened = {name: OPENERS[name](paths[name]) for name in OPENERS}
+    return (
+        {name: saver for name, (saver, _) in opened.items()},
+        paths,
+        [close for _, close in opened.values()],
+    )
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     sizes = [50, 100] if quick else [100, 300, 1000]
     threads = 200 if quick else 2000
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        # Both savers in one process, their steps interleaved and reads taken in
+        # turns, so neither meets a quieter disk or a smaller heap (bench._workloads).
         for n in sizes:
-            got = {}
-            for name, open_ in (("tether", _tether), ("langgraph", _official)):
-                path = Path(tmp) / f"w1-{name}-{n}.db"
-                saver, close = open_(path)
-                try:
-                    got[name] = w1_chat(saver, n)
-                finally:
+            savers, paths, closes = _both(tmp, f"w1-{n}")
+            try:
+                got = w1_pair(savers, n)
+            finally:
+                for close in closes:
                     close()
-                got[name]["bytes"] = _bytes(path)
+            for name in OPENERS:
+                got[name]["bytes"] = _bytes(paths[name])
             t, o = got["tether"], got["langgraph"]
             for metric in ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes"):
-                rows.append(
-                    {
-                        "workload": f"W1 chat N={n}",
-                        "metric": metric,
-                        "tether": round(t[metric], 3),
-                        "langgraph": round(o[metric], 3),
-                        "ratio": ratio(o[metric], t[metric]),
-                    }
-                )
-        got = {}
-        for name, open_ in (("tether", _tether), ("langgraph", _official)):
-            path = Path(tmp) / f"w2-{name}.db"
-            saver, close = open_(path)
-            try:
-                got[name] = w2_threads(saver, threads)
-            finally:
+                rows.append(_row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
+        savers, paths, closes = _both(tmp, "w2")
+        try:
+            got = w2_pair(savers, threads)
+        finally:
+            for close in closes:
                 close()
         t, o = got["tether"], got["langgraph"]
-        rows.append(
-            {
-                "workload": f"W2 {threads} threads x 5",
-                "metric": "puts_per_s",
-                "tether": round(t["puts_per_s"]),
-                "langgraph": round(o["puts_per_s"]),
-                "ratio": ratio(t["puts_per_s"], o["puts_per_s"]),
-            }
-        )
-        rows.append(
-            {
-                "workload": f"W2 {threads} threads x 5",
-                "metric": "get_ms",
-                "tether": round(t["get_ms"], 3),
-                "langgraph": round(o["get_ms"], 3),
-                "ratio": ratio(o["get_ms"], t["get_ms"]),
-            }
-        )
+        w2 = f"W2 {threads} threads x 5"
+        rows.append(_row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
+        rows.append(_row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
         n3 = 200 if quick else 1000
-        got = {}
-        for name, open_ in (("tether", _tether), ("langgraph", _official)):
-            path = Path(tmp) / f"w3-{name}.db"
-            saver, close = open_(path)
-            try:
-                got[name] = w3_history(saver, n3)
-            finally:
+        savers, paths, closes = _both(tmp, "w3")
+        try:
+            for saver in savers.values():
+                w3_fill(saver, n3)
+            latest = {"configurable": {"thread_id": "w3", "checkpoint_ns": ""}}
+            lists = alternate(
+                {name: lambda s=s: sum(1 for _ in s.list(latest)) for name, s in savers.items()},
+                8,
+            )
+        finally:
+            for close in closes:
                 close()
-        t, o = got["tether"], got["langgraph"]
         rows.append(
-            {
-                "workload": f"W3 {n3} small checkpoints x 3 writes",
-                "metric": "list_ms",
-                "tether": round(t["list_ms"], 3),
-                "langgraph": round(o["list_ms"], 3),
-                "ratio": ratio(o["list_ms"], t["list_ms"]),
-            }
+            _row(
+                f"W3 {n3} small checkpoints x 3 writes",
+                "list_ms",
+                lists["tether"],
+                lists["langgraph"],
+                False,
+            )
         )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "sqlite.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))

@@ -139,3 +139,16 @@ def test_join_refuses_parts_that_are_not_lists() -> None:
     assert join_append([1], [2], where="") == [1, 2]
     with pytest.raises(DecodeError, match="damaged"):
         join_append({"a": 1}, [2], where="of thread 't'")
+
+
+def test_known_gives_the_bytes_of_the_current_snapshot_only() -> None:
+    tracker = AppendTracker(min_bytes=1024)
+    data = dumps(msgs(20))
+    snapshot = tracker.plan(KEY, "1", "msgpack", data).rows[0].version
+    assert tracker.known(KEY, snapshot) == data
+    assert tracker.known(KEY, "~" + "0" * 32) is None
+    assert tracker.known(("t", "", "other"), snapshot) is None
+    edited = msgs(21)
+    edited[0]["text"] = "changed"
+    tracker.plan(KEY, "2", "msgpack", dumps(edited))  # a new snapshot replaces it
+    assert tracker.known(KEY, snapshot) is None

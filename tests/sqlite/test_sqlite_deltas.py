@@ -107,3 +107,27 @@ def test_a_missing_snapshot_is_a_storage_error_naming_the_value(db_path: Path) -
     assert "'t'" in message_text
     assert "'history'" in message_text
     assert "missing" in message_text
+
+
+def test_the_writer_reads_its_snapshot_without_decompressing_it(db_path: Path) -> None:
+    """Snapshots never change: the process that wrote one decodes it from the bytes it holds.
+
+    Shown by damaging the stored (compressed) snapshot: the writer still reads
+    the value, a fresh saver, which must decompress it, reports the damage.
+    """
+    with SqliteSaver(db_path) as writer:
+        cfg, prev = _grow(writer, "t", 30)
+        with sqlite3.connect(db_path) as conn:
+            (snapshot,) = conn.execute(
+                "SELECT version FROM checkpoint_blobs WHERE version LIKE '~%' AND encoding = 2 "
+                "AND version = (SELECT base FROM checkpoint_blobs WHERE channel = 'history' "
+                "AND base IS NOT NULL ORDER BY rowid DESC LIMIT 1)"
+            ).fetchone()
+            conn.execute(
+                "UPDATE checkpoint_blobs SET value = X'28b52ffd00' WHERE version = ?", (snapshot,)
+            )
+        tup = writer.get_tuple(cfg)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["history"] == prev["channel_values"]["history"]
+    with SqliteSaver(db_path) as fresh, pytest.raises(StorageError, match="damaged"):
+        fresh.get_tuple(cfg)

@@ -236,6 +236,18 @@ class AppendTracker:
                 _, dropped = self._snapshots.popitem(last=False)
                 self._held -= len(dropped.data)
 
+    def known(self, key: tuple[str, str, str], version: str) -> bytes | None:
+        """The serializer's bytes of snapshot ``version`` of ``key``, if this process wrote it.
+
+        Snapshots never change, so these bytes are what storage holds: a
+        reader may use them instead of decompressing the stored payload (the
+        latest checkpoint of a running thread is read at every invoke).
+        """
+        snap = self._snapshots.get(key)
+        if snap is not None and snap.version == version:
+            return snap.data
+        return None
+
     def forget(self, key: tuple[str, str, str]) -> None:
         """Drop what is known of one channel (its snapshot was not found in storage)."""
         with self._lock:

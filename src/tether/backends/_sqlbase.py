@@ -47,7 +47,7 @@ from typing import Any, TypeAlias
 import zstandard
 
 from tether.backends._common import EMPTY, EMPTY_TAG, check_prune, decode_value
-from tether.backends._delta import ChannelPlan, join_append
+from tether.backends._delta import AppendTracker, ChannelPlan, join_append
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -306,6 +306,7 @@ def build_tuple(
     blobs: Mapping[BlobKey, StoredValue],
     writes: Sequence[WriteRecord],
     memo: DecodeMemo | None = None,
+    appends: AppendTracker | None = None,
 ) -> CheckpointTuple:
     """Assemble a :class:`~tether.checkpoint.CheckpointTuple` from stored rows.
 
@@ -323,6 +324,8 @@ def build_tuple(
         memo: decoded snapshots shared by the tuples of one page: their
             elements are decoded once and shared between those tuples (each
             gets a list of its own). ``None`` decodes everything afresh.
+        appends: the saver's tracker; a snapshot it still holds is decoded
+            from its bytes instead of decompressing the stored payload.
     """
     checkpoint: dict[str, Any] = decode_value(serde, head[0], head[1], address=address)
     if not isinstance(checkpoint, dict):
@@ -368,7 +371,13 @@ def build_tuple(
                     f"the snapshot {base!r} that value {_where(address, channel, None)} "
                     "extends is missing; the store is damaged"
                 )
-            snapshot = value(stored[0], stored[1], stored[2], channel, None)
+            plain = None
+            if appends is not None and stored[1] != ENCODING_PLAIN:
+                plain = appends.known((tid, ns, channel), base)
+            if plain is not None:
+                snapshot = value(stored[0], ENCODING_PLAIN, plain, channel, None)
+            else:
+                snapshot = value(stored[0], stored[1], stored[2], channel, None)
             if memo is not None:
                 memo[key] = snapshot
         tail = value(blob[0], blob[1], blob[2], channel, None)

@@ -23,7 +23,7 @@ from tether.backends._common import (
     split_channel_values,
 )
 from tether.backends._delta import AppendTracker, Row, join_append, supports
-from tether.backends._sqlbase import BlobCodec, DecodeMemo
+from tether.backends._sqlbase import ENCODING_PLAIN, BlobCodec, DecodeMemo
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -234,6 +234,7 @@ def decode_row(
     codec: BlobCodec,
     row: Sequence[Any],
     memo: DecodeMemo | None = None,
+    appends: AppendTracker | None = None,
 ) -> CheckpointTuple:
     """A :class:`CheckpointTuple` from one row of the read statements (see ``_sql``).
 
@@ -279,6 +280,11 @@ def decode_row(
                         f"the snapshot {base!r} that channel {channel!r} of checkpoint {cid} "
                         f"in thread {thread_id!r} extends is missing; the store is damaged"
                     )
+                plain = None
+                if appends is not None and s_enc != ENCODING_PLAIN:
+                    plain = appends.known((thread_id, ns, channel), base)
+                if plain is not None:  # this process wrote it: skip the decompression
+                    s_enc, s_raw = ENCODING_PLAIN, plain
                 snapshot = codec.decode(serde, tag, s_enc, s_raw, address=at, channel=channel)
                 if memo is not None:
                     memo[key] = snapshot

@@ -211,7 +211,7 @@ class _PostgresCore:
             query = self._sql.get_latest
             params = (addr.thread_id, addr.checkpoint_ns)
         rows = self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
-        return decode_row(serde, self._codec, rows[0]) if rows else None
+        return decode_row(serde, self._codec, rows[0], None, self._appends) if rows else None
 
     def list(
         self,
@@ -266,7 +266,7 @@ class _PostgresCore:
             # elements shared by the page's tuples (each gets its own list).
             memo: DecodeMemo = {}
             for row in rows:
-                yield decode_row(serde, self._codec, row, memo)
+                yield decode_row(serde, self._codec, row, memo, self._appends)
             produced += len(rows)
             if len(rows) < page or (limit is not None and produced >= limit):
                 return

@@ -376,6 +376,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             blobs=blobs,
             writes=writes,
             memo=memo,
+            appends=self._appends,
         )
 
     def list(
