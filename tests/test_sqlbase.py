@@ -80,3 +80,27 @@ def test_codec_is_safe_from_many_threads() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "n": 123456789012345678901234567890, "f": 1.5, "s": "x\\u00e9"}',
+        '{"neg": -98765432109876543210, "l": [1, {"b": null}], "t": true}',
+        '{"huge": 1e400}',  # beyond float range: the json module's inf, as before
+    ],
+)
+def test_loads_json_reads_what_the_json_module_reads(text: str) -> None:
+    """msgspec is the fast path; integers of any size stay exact (orjson's would not)."""
+    import json
+    import math
+
+    from tether.backends._common import loads_json
+
+    for data in (text, text.encode(), memoryview(text.encode())):
+        got, want = loads_json(data), json.loads(text)
+        assert got == want or all(math.isinf(v) and math.isinf(want[k]) for k, v in got.items()), (
+            got,
+            want,
+        )
+        assert [type(v) for v in got.values()] == [type(v) for v in want.values()]

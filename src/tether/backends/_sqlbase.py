@@ -46,7 +46,7 @@ from typing import Any, TypeAlias
 
 import zstandard
 
-from tether.backends._common import EMPTY, EMPTY_TAG, check_prune, decode_value
+from tether.backends._common import EMPTY, EMPTY_TAG, check_prune, decode_value, loads_json
 from tether.backends._delta import AppendTracker, ChannelPlan, join_append
 from tether.checkpoint import (
     Address,
@@ -237,7 +237,7 @@ def versions_from_json(text: str | None) -> dict[str, str]:
     """Inverse of :func:`versions_to_json`."""
     if not text:
         return {}
-    out: dict[str, str] = json.loads(text)
+    out: dict[str, str] = loads_json(text)
     return out
 
 
@@ -246,7 +246,7 @@ def metadata_from_json(text: str | bytes | None, *, address: Address) -> dict[st
     if text is None:
         return {}
     try:
-        out = json.loads(text)
+        out = loads_json(text)
     except ValueError as exc:
         raise DecodeError(
             f"stored metadata is not JSON: {exc}",

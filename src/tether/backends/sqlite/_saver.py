@@ -48,6 +48,7 @@ from tether.backends._common import (
     check_prune,
     check_thread_ids,
     dumps_json,
+    loads_json,
     merge_metadata,
     metadata_matches,
     prepare_writes,
@@ -451,7 +452,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             last = page[-1][0]
             next_cursor = (last[2], last[0], last[1])
         if want:
-            page = [p for p in page if metadata_matches(json.loads(p[0][7]), want)]
+            page = [p for p in page if metadata_matches(loads_json(p[0][7]), want)]
         return page, next_cursor
 
     # --- writes ---------------------------------------------------------------------
