@@ -168,6 +168,7 @@ def _queries(sql: Statements) -> dict[str, tuple[str, Any]]:
             filter={"run_id": "rt8-1", "source": "loop"}, after=("c000030", "t5", "")
         ),
         "put": (sql.put, _put_params()),
+        "put, every channel named": (sql.put_named, _put_params()),
         "put_writes": (sql.put_writes, _writes_params()),
         "delete_thread": (sql.delete_thread, {"t": "t9"}),
         "delete_for_runs": (sql.delete_runs, {"runs": ["rt3-2", "rt8-0"]}),

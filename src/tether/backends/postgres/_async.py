@@ -301,8 +301,10 @@ class _AsyncPostgresCore:
             appends=self._appends,
         )
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
+        named = checkpoint["channel_versions"].keys() <= new_versions.keys()
+        query = self._sql.put_named if named else self._sql.put
         try:
-            await self._execute(what, self._sql.put, params)
+            await self._execute(what, query, params)
         except TetherError as exc:
             # A tail extends a snapshot another process deleted since this one
             # wrote it: the foreign key refused the whole statement. Store the
@@ -310,7 +312,7 @@ class _AsyncPostgresCore:
             if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise
             whole = store_whole(params, tails, self._codec, self._appends)
-            await self._execute(what, self._sql.put, whole)
+            await self._execute(what, query, whole)
         return at.to_config()
 
     async def aput_writes(

@@ -299,8 +299,10 @@ class _PostgresCore:
             appends=self._appends,
         )
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
+        named = checkpoint["channel_versions"].keys() <= new_versions.keys()
+        query = self._sql.put_named if named else self._sql.put
         try:
-            self._execute(what, self._sql.put, params)
+            self._execute(what, query, params)
         except TetherError as exc:
             # A tail extends a snapshot another process deleted since this one
             # wrote it: the foreign key refused the whole statement. Store the
@@ -308,7 +310,7 @@ class _PostgresCore:
             if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise
             whole = store_whole(params, tails, self._codec, self._appends)
-            self._execute(what, self._sql.put, whole)
+            self._execute(what, query, whole)
         return at.to_config()
 
     def put_writes(
