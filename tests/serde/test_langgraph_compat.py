@@ -162,15 +162,6 @@ def test_numpy_bytes_are_langgraphs(
         assert got.flags.writeable
 
 
-def test_langgraph_delta_snapshot_is_a_decode_error(serde: MsgpackSerializer) -> None:
-    from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
-    stored = JsonPlusSerializer().dumps_typed({"ch": _DeltaSnapshot([1, 2])})
-    with pytest.raises(DecodeError, match="ext 7") as info:
-        serde.loads_typed(stored)
-    assert info.value.path == "$.ch"
-
-
 def test_langgraph_strict_refusal_matches_tether(official: JsonPlusSerializer) -> None:
     """A type outside both allowlists: LangGraph silently returns the raw fields, tether raises."""
     stored = official.dumps_typed(m.Item("k", 1))

@@ -340,6 +340,10 @@ class Decoder:
                     return hit
             known = self._fast.get(code)
             if known is None:
+                if code == EXT_DELTA_SNAPSHOT:
+                    # the class first: without langgraph nothing is decoded
+                    snapshot = _delta_snapshot_class()
+                    return snapshot(_unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS))
                 return _other_ext(code, data)
             table, lengths = known
             env = _unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS)
@@ -664,6 +668,14 @@ class Decoder:
                 env = ormsgpack.unpackb(value.data, ext_hook=_RawExt, option=UNPACK_OPTS)
             except Exception:
                 return path
+            if value.code == EXT_DELTA_SNAPSHOT:  # no envelope: env is the value itself
+                try:
+                    _delta_snapshot_class()
+                except DecodeError:
+                    return path  # as in hook: nothing inside is decoded without langgraph
+                found = self._walk(env, path + ".value", depth + 1)
+                if found is not None:
+                    return found
             if (
                 0 <= value.code < len(_ENVELOPE_LEN)
                 and isinstance(env, list | tuple)
@@ -692,15 +704,34 @@ class Decoder:
 
 
 def _other_ext(code: int, data: bytes) -> Any:
-    """Ext codes without a ``[module, name, ...]`` envelope."""
+    """Ext codes without a ``[module, name, ...]`` envelope (but ext 7, see Decoder.hook)."""
     if code == EXT_NUMPY_ARRAY:
         return _numpy(data)
-    if code == EXT_DELTA_SNAPSHOT:
+    raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-7")
+
+
+_delta_snapshot_cls: list[type] = []
+
+
+def _delta_snapshot_class() -> type:
+    """LangGraph's ``_DeltaSnapshot``, which ext 7 holds; a DecodeError without langgraph.
+
+    A fixed import, never one named by stored data. Only the NamedTuple is
+    built, around a value decoded by the same rules as any other.
+    """
+    if _delta_snapshot_cls:
+        return _delta_snapshot_cls[0]
+    try:
+        from langgraph.checkpoint.serde.types import _DeltaSnapshot
+    except ImportError as exc:
         raise DecodeError(
-            "ext 7 (LangGraph _DeltaSnapshot, a DeltaChannel snapshot) is not supported "
-            "by tether; read this checkpoint with LangGraph's JsonPlusSerializer"
-        )
-    raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-6")
+            "ext 7 is a LangGraph DeltaChannel snapshot (_DeltaSnapshot) and reading it "
+            "needs LangGraph: pip install 'tether[langgraph]' (langgraph-checkpoint with "
+            f"DeltaChannel support); {exc}",
+            type_name="langgraph.checkpoint.serde.types._DeltaSnapshot",
+        ) from exc
+    _delta_snapshot_cls.append(_DeltaSnapshot)
+    return _DeltaSnapshot
 
 
 def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:

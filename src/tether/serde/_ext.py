@@ -39,7 +39,7 @@ EXT_METHOD_SINGLE_ARG = 3
 EXT_PYDANTIC_V1 = 4
 EXT_PYDANTIC_V2 = 5
 EXT_NUMPY_ARRAY = 6
-EXT_DELTA_SNAPSHOT = 7  # LangGraph's _DeltaSnapshot; tether refuses it on read
+EXT_DELTA_SNAPSHOT = 7  # LangGraph's _DeltaSnapshot: the packed value, no envelope
 
 EXT_NAMES = {
     EXT_CONSTRUCTOR_SINGLE_ARG: "constructor(arg)",
@@ -470,6 +470,8 @@ def _encoder_for(cls: type) -> _Encoder:
     if _is_pydantic_v1(cls):
         return _pydantic_v1(cls)
     if issubclass(cls, tuple):
+        if _is_delta_snapshot(cls):
+            return _delta_snapshot
         if hasattr(cls, "_fields") and hasattr(cls, "_asdict"):
             return _keywords(cls, lambda o: o._asdict())
         if cls is tuple:
@@ -529,6 +531,19 @@ def _encoder_for(cls: type) -> _Encoder:
     if send is not None:
         return send
     raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
+
+
+def _is_delta_snapshot(cls: type) -> bool:
+    # LangGraph's DeltaChannel snapshot, a NamedTuple of one field, found by name
+    # so that tether's core never imports langgraph
+    return cls.__module__ == "langgraph.checkpoint.serde.types" and cls.__qualname__ == (
+        "_DeltaSnapshot"
+    )
+
+
+def _delta_snapshot(obj: Any) -> ormsgpack.Ext:
+    # as LangGraph writes it: ext 7 around the packed value, no [module, name] envelope
+    return _Ext(EXT_DELTA_SNAPSHOT, _packb(obj[0], default=default, option=PACK_OPTS))
 
 
 def _langgraph_send(cls: type) -> _Encoder | None:

@@ -35,11 +35,16 @@ Typed values are MessagePack ext values whose payload is a MessagePack array
 5   pydantic v2 model        ``model_dump()`` (python mode), rebuilt with
                              ``model_validate``
 6   NumPy array              ``[dtype.str, shape, order, buffer]``
+7   LangGraph snapshot       ``_DeltaSnapshot(value)``: the packed value itself,
+                             no ``[module, name]`` envelope
 === ======================== ==================================================
 
 Differences from LangGraph, each a strict improvement it still reads: tuples
 (LangGraph returns them as lists), ints beyond 64 bits and datetimes in a
-ZoneInfo. Ext 7 (LangGraph's ``_DeltaSnapshot``) is refused with a DecodeError.
+ZoneInfo. Ext 7 holds a LangGraph ``DeltaChannel`` snapshot: it is written and
+read as LangGraph does when ``langgraph`` is importable (decoding builds only
+the ``_DeltaSnapshot`` NamedTuple, around a value decoded by the rules below);
+without it, reading ext 7 is a DecodeError that says what to install.
 Not kept (written as their base type, like LangGraph): subclasses of
 str/int/dict/list (OrderedDict, defaultdict...), nested ``bytearray`` (comes
 back as ``bytes``), and dict keys that are Enum/UUID/datetime (ormsgpack writes
@@ -58,7 +63,8 @@ Decoding constructs only:
   callable looked up from the payload;
 * LangGraph / LangChain framework types that graph state holds (messages,
   ``Document``, ``Send``, ``Interrupt``, ``Command``...; the same set as
-  LangGraph's ``SAFE_MSGPACK_TYPES``);
+  LangGraph's ``SAFE_MSGPACK_TYPES``), and LangGraph's ``_DeltaSnapshot``
+  (ext 7) around a value already decoded by these rules;
 * classes in the **allowlist**: ``(module, name)`` pairs given as
   ``allowlist=[("app.models", "Item")]`` (a class object works too), or added
   later with :meth:`MsgpackSerializer.with_allowlist` (what the graph runtime
