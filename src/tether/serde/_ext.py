@@ -414,13 +414,15 @@ def _numpy_whole(obj: Any) -> bytes:
 
 def _datetime(obj: datetime) -> ormsgpack.Ext:
     tz = obj.tzinfo
-    if tz is None or type(tz) is timezone:
+    if tz is None or (type(tz) is timezone and not tz.utcoffset(None).microseconds):
         return _Ext(
             EXT_METHOD_SINGLE_ARG,
             _packb(["datetime", "datetime", obj.isoformat(), "fromisoformat"], option=PACK_OPTS),
         )
     # an ISO string keeps only the offset: a ZoneInfo (DST rules) needs the
-    # keyword form, which LangGraph also reads (datetime(**kwargs))
+    # keyword form, which LangGraph also reads (datetime(**kwargs)). So does an
+    # offset with microseconds: CPython 3.11's fromisoformat reads
+    # "+00:00:00.000001" as UTC.
     fields = {
         "year": obj.year,
         "month": obj.month,
