@@ -20,6 +20,10 @@ What the LangGraph runtime expects beyond the method table:
 * ``get_next_version`` returns tether's string versions (S2.5).
 * exceptions in task writes (``__error__``) are stored as their ``repr``, as
   LangGraph's serializer does: an exception object is not data.
+* ``prune`` and ``delete_for_runs`` keep ``DeltaChannel`` values readable
+  (see :mod:`tether.langgraph._delta`): a prune keeps the checkpoints a kept
+  one rebuilds its delta channels from, and a deletion that would cut such a
+  chain is refused.
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ from langgraph.checkpoint.base import (
 
 from tether import base as tether_base
 from tether import checkpoint as tether_checkpoint
+from tether.backends._common import check_prune, check_thread_ids
 from tether.base import PruneStrategy
 from tether.errors import ConfigError
+from tether.langgraph._delta import ThreadChains, describe_conflicts
 
 __all__ = ["TetherLangGraphSaver"]
 
@@ -72,6 +78,22 @@ def _strategy(strategy: str) -> PruneStrategy:
             f"unknown prune strategy {strategy!r}; use one of {', '.join(map(repr, _STRATEGIES))}"
         )
     return cast(PruneStrategy, strategy)
+
+
+def _thread(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _refuse_cut_runs(run_ids: list[str], problems: list[str]) -> None:
+    if problems:
+        raise ConfigError(
+            f"delete_for_runs({run_ids!r}) would cut LangGraph DeltaChannel history: "
+            + "; ".join(problems)
+            + ". Deleted, those checkpoints would silently read such a channel back short "
+            "or empty, so nothing was deleted. Delete the later runs of the thread along with "
+            "these, delete the whole thread (delete_thread), or keep these runs; "
+            "prune(strategy='keep_latest') keeps what the latest checkpoint needs."
+        )
 
 
 class TetherLangGraphSaver(BaseCheckpointSaver[str]):
@@ -153,6 +175,27 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
         self.saver.delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs' checkpoints, unless a checkpoint that stays needs them.
+
+        Raises:
+            ConfigError: a remaining checkpoint rebuilds a ``DeltaChannel``
+                from the writes or snapshot of a checkpoint of these runs
+                (nothing is deleted then).
+        """
+        runs = check_thread_ids(run_ids, "run_ids")
+        if runs:
+            wanted = set(runs)
+            threads = dict.fromkeys(
+                tup.config["configurable"]["thread_id"]
+                for run in wanted
+                for tup in self.saver.list(None, filter={"run_id": run})
+            )
+            problems = []
+            for tid in threads:
+                cut = ThreadChains(self.saver.list(_thread(tid))).delete_conflicts(wanted)
+                if cut:
+                    problems.append(describe_conflicts(tid, cut))
+            _refuse_cut_runs(runs, problems)
         self.saver.delete_for_runs(run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -163,6 +206,16 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Drop old checkpoints; LangGraph's strategies plus tether's ``"keep_last"``.
 
+        A thread whose graph uses a LangGraph ``DeltaChannel`` keeps more than
+        asked: a kept checkpoint rebuilds such a channel from its ancestors'
+        writes back to the last stored snapshot, so those ancestors stay. What
+        is kept is the newest N of each namespace, N as small as that allows:
+        on a straight thread, about one snapshot interval more than asked; a
+        fork from an old checkpoint can keep everything since it, because N
+        counts checkpoints by age, not by branch. Finding N reads each thread
+        once before pruning it. A run writing to the thread meanwhile can
+        still outgrow what was kept: prune threads that are at rest.
+
         Args:
             thread_ids: the threads to prune.
             strategy: ``"keep_latest"`` (the newest checkpoint of each
@@ -170,7 +223,18 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
                 ``"delete"`` (everything).
             keep: how many to keep with ``"keep_last"``.
         """
-        self.saver.prune(thread_ids, strategy=_strategy(strategy), keep=keep)
+        chosen = _strategy(strategy)
+        tids, n = check_thread_ids(thread_ids), check_prune(chosen, keep)
+        if n == 0:
+            self.saver.prune(tids, strategy=chosen, keep=keep)
+            return
+        counts = {tid: ThreadChains(self.saver.list(_thread(tid))).keep_count(n) for tid in tids}
+        as_asked = [tid for tid, count in counts.items() if count == n]
+        if as_asked:
+            self.saver.prune(as_asked, strategy=chosen, keep=keep)
+        for tid, count in counts.items():
+            if count != n:
+                self.saver.prune([tid], strategy="keep_last", keep=count)
 
     # --- async --------------------------------------------------------------------------
 
@@ -219,6 +283,23 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
         await self.saver.adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        runs = check_thread_ids(run_ids, "run_ids")
+        if runs:
+            wanted = set(runs)
+            threads: dict[str, None] = {}
+            for run in wanted:
+                async for tup in self.saver.alist(None, filter={"run_id": run}):
+                    threads[tup.config["configurable"]["thread_id"]] = None
+            problems = []
+            for tid in threads:
+                chains = ThreadChains()
+                async for tup in self.saver.alist(_thread(tid)):
+                    chains.add(tup)
+                cut = chains.delete_conflicts(wanted)
+                if cut:
+                    problems.append(describe_conflicts(tid, cut))
+            _refuse_cut_runs(runs, problems)
         await self.saver.adelete_for_runs(run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -228,4 +309,20 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
     ) -> None:
         """Async :meth:`prune`."""
-        await self.saver.aprune(thread_ids, strategy=_strategy(strategy), keep=keep)
+        chosen = _strategy(strategy)
+        tids, n = check_thread_ids(thread_ids), check_prune(chosen, keep)
+        if n == 0:
+            await self.saver.aprune(tids, strategy=chosen, keep=keep)
+            return
+        counts: dict[str, int] = {}
+        for tid in tids:
+            chains = ThreadChains()
+            async for tup in self.saver.alist(_thread(tid)):
+                chains.add(tup)
+            counts[tid] = chains.keep_count(n)
+        as_asked = [tid for tid, count in counts.items() if count == n]
+        if as_asked:
+            await self.saver.aprune(as_asked, strategy=chosen, keep=keep)
+        for tid, count in counts.items():
+            if count != n:
+                await self.saver.aprune([tid], strategy="keep_last", keep=count)
