@@ -270,6 +270,18 @@ def ratio(official: float, tether: float) -> float:
     return round(official / tether, 2) if tether else float("inf")
 
 
+def row(workload: str, metric: str, t: float, o: float, higher_is_better: bool) -> dict[str, Any]:
+    """One table row: both figures and the ratio oriented so that above 1 favours tether."""
+    digits = 0 if abs(t) >= 1000 else 3
+    return {
+        "workload": workload,
+        "metric": metric,
+        "tether": round(t, digits),
+        "langgraph": round(o, digits),
+        "ratio": ratio(t, o) if higher_is_better else ratio(o, t),
+    }
+
+
 def w3_fill(saver: Saver, n: int, thread_id: str = "w3") -> None:
     """W3's history: N checkpoints of a few small channels, each with three pending writes."""
     cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}

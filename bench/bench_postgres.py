@@ -45,7 +45,7 @@ from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from bench._workloads import _advance, _checkpoint, ratio, w1_pair, w2_pair
+from bench._workloads import _advance, _checkpoint, row, w1_pair, w2_pair
 from tether import PostgresSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -97,15 +97,21 @@ def open_official(dsn: str) -> tuple[Any, Callable[[], None]]:
 OPENERS = {"tether": open_tether, "langgraph": open_official}
 
 
-def _row(workload: str, metric: str, t: float, o: float, higher_is_better: bool) -> dict[str, Any]:
-    digits = 0 if abs(t) >= 1000 else 3
-    return {
-        "workload": workload,
-        "metric": metric,
-        "tether": round(t, digits),
-        "langgraph": round(o, digits),
-        "ratio": ratio(t, o) if higher_is_better else ratio(o, t),
-    }
+@contextmanager
+def both_savers(tag: str) -> Iterator[tuple[dict[str, Any], dict[str, str]]]:
+    """Each saver on a fresh database of its own, both open at once (for interleaving).
+
+    Yields ``(savers, dsns)``; when the block ends the savers are closed and
+    the databases dropped, so read their size inside it.
+    """
+    with fresh_database(f"{tag}t") as t_dsn, fresh_database(f"{tag}o") as o_dsn:
+        dsns = {"tether": t_dsn, "langgraph": o_dsn}
+        opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
+        try:
+            yield {name: saver for name, (saver, _) in opened.items()}, dsns
+        finally:
+            for _, close in opened.values():
+                close()
 
 
 def fill_thread(saver: Any, thread_id: str, n: int) -> None:
@@ -204,35 +210,23 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
     for n in sizes:
-        with fresh_database("w1t") as t_dsn, fresh_database("w1o") as o_dsn:
-            dsns = {"tether": t_dsn, "langgraph": o_dsn}
-            opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
-            try:
-                got = w1_pair({name: opened[name][0] for name in OPENERS}, n)
-            finally:
-                for _, close in opened.values():
-                    close()
+        with both_savers("w1") as (savers, dsns):
+            got = w1_pair(savers, n)
             for name in OPENERS:
                 got[name]["bytes"] = stored_bytes(dsns[name])
         t, o = got["tether"], got["langgraph"]
         for metric in ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes"):
-            rows.append(_row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
+            rows.append(row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
 
-    with fresh_database("w2t") as t_dsn, fresh_database("w2o") as o_dsn:
-        dsns = {"tether": t_dsn, "langgraph": o_dsn}
-        opened = {name: OPENERS[name](dsns[name]) for name in OPENERS}
-        try:
-            got = w2_pair({name: opened[name][0] for name in OPENERS}, threads)
-        finally:
-            for _, close in opened.values():
-                close()
+    with both_savers("w2") as (savers, dsns):
+        got = w2_pair(savers, threads)
         for name in OPENERS:
             got[name]["bytes"] = stored_bytes(dsns[name])
     t, o = got["tether"], got["langgraph"]
     w2 = f"W2 {threads} threads x 5"
-    rows.append(_row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
-    rows.append(_row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
-    rows.append(_row(w2, "bytes", t["bytes"], o["bytes"], False))
+    rows.append(row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
+    rows.append(row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
+    rows.append(row(w2, "bytes", t["bytes"], o["bytes"], False))
 
     got = {}
     for name, open_ in OPENERS.items():
@@ -244,8 +238,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 close()
     t, o = got["tether"], got["langgraph"]
     big_name = f"list {big:,}-checkpoint thread"
-    rows.append(_row(big_name, "list_ms", t["list_ms"], o["list_ms"], False))
-    rows.append(_row(big_name, "peak_kib", t["peak_kib"], o["peak_kib"], False))
+    rows.append(row(big_name, "list_ms", t["list_ms"], o["list_ms"], False))
+    rows.append(row(big_name, "peak_kib", t["peak_kib"], o["peak_kib"], False))
 
     rounds = 2 if quick else 3
     samples: dict[str, list[float]] = {name: [] for name in OPENERS}
@@ -255,7 +249,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             with fresh_database(f"mw{name[0]}") as dsn:
                 samples[name].append(writers(name, dsn, 8, per_writer)["puts_per_s"])
     t_ps, o_ps = (statistics.median(samples[name]) for name in ("tether", "langgraph"))
-    rows.append(_row(f"8 processes x {per_writer} put+put_writes", "puts_per_s", t_ps, o_ps, True))
+    rows.append(row(f"8 processes x {per_writer} put+put_writes", "puts_per_s", t_ps, o_ps, True))
 
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "postgres.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))

@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 
-from bench._workloads import alternate, ratio, w1_pair, w2_pair, w3_fill
+from bench._workloads import alternate, row, w1_pair, w2_pair, w3_fill
 from tether import SqliteSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -50,17 +50,6 @@ def _official(path: Path) -> tuple[Any, Callable[[], None]]:
     saver = OfficialSqliteSaver(conn)
     saver.setup()
     return saver, conn.close
-
-
-def _row(workload: str, metric: str, t: float, o: float, higher_is_better: bool) -> dict[str, Any]:
-    digits = 0 if abs(t) >= 1000 else 3
-    return {
-        "workload": workload,
-        "metric": metric,
-        "tether": round(t, digits),
-        "langgraph": round(o, digits),
-        "ratio": ratio(t, o) if higher_is_better else ratio(o, t),
-    }
 
 
 OPENERS = {"tether": _tether, "langgraph": _official}
@@ -94,7 +83,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 got[name]["bytes"] = _bytes(paths[name])
             t, o = got["tether"], got["langgraph"]
             for metric in ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes"):
-                rows.append(_row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
+                rows.append(row(f"W1 chat N={n}", metric, t[metric], o[metric], False))
         savers, paths, closes = _both(tmp, "w2")
         try:
             got = w2_pair(savers, threads)
@@ -103,8 +92,8 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 close()
         t, o = got["tether"], got["langgraph"]
         w2 = f"W2 {threads} threads x 5"
-        rows.append(_row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
-        rows.append(_row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
+        rows.append(row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
+        rows.append(row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
         n3 = 200 if quick else 1000
         savers, paths, closes = _both(tmp, "w3")
         try:
@@ -119,7 +108,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             for close in closes:
                 close()
         rows.append(
-            _row(
+            row(
                 f"W3 {n3} small checkpoints x 3 writes",
                 "list_ms",
                 lists["tether"],
