@@ -24,6 +24,7 @@ from tether.backends._common import (
 )
 from tether.backends._delta import AppendTracker, Row, join_append, supports
 from tether.backends._sqlbase import ENCODING_PLAIN, BlobCodec, DecodeMemo
+from tether.backends.postgres._arrays import BYTEA, INT2, INT4, TEXT
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -43,6 +44,7 @@ __all__ = [
     "encode_put",
     "encode_writes",
     "jsonb",
+    "pack_put",
     "store_whole",
 ]
 
@@ -165,6 +167,20 @@ def encode_put(
     return addr.with_id(cid), params, tails
 
 
+def pack_put(params: dict[str, Any]) -> dict[str, Any]:
+    """``put`` parameters with their row lists as binary arrays (:mod:`._arrays`)."""
+    return {
+        **params,
+        "channels": TEXT(params["channels"]),
+        "versions": TEXT(params["versions"]),
+        "types": TEXT(params["types"]),
+        "encodings": INT2(params["encodings"]),
+        "blobs": BYTEA(params["blobs"]),
+        "bases": TEXT(params["bases"]),
+        "named": TEXT(params["named"]),
+    }
+
+
 def store_whole(
     params: dict[str, Any],
     tails: Sequence[TailFallback],
@@ -215,17 +231,24 @@ def encode_writes(
         "task_id": task_id,
         "task_path": task_path,
     }
+    lists: dict[str, list[Any]] = {}
     for prefix in ("s_", "o_"):
         for col in ("idx", "channels", "types", "encodings", "blobs"):
-            params[prefix + col] = []
+            lists[prefix + col] = []
     for row in rows:
         tag, encoding, raw = codec.encode(serde, row.value)
         prefix = "s_" if row.replaces else "o_"
-        params[prefix + "idx"].append(row.idx)
-        params[prefix + "channels"].append(row.channel)
-        params[prefix + "types"].append(tag)
-        params[prefix + "encodings"].append(encoding)
-        params[prefix + "blobs"].append(raw)
+        lists[prefix + "idx"].append(row.idx)
+        lists[prefix + "channels"].append(row.channel)
+        lists[prefix + "types"].append(tag)
+        lists[prefix + "encodings"].append(encoding)
+        lists[prefix + "blobs"].append(raw)
+    for prefix in ("s_", "o_"):
+        params[prefix + "idx"] = INT4(lists[prefix + "idx"])
+        params[prefix + "channels"] = TEXT(lists[prefix + "channels"])
+        params[prefix + "types"] = TEXT(lists[prefix + "types"])
+        params[prefix + "encodings"] = INT2(lists[prefix + "encodings"])
+        params[prefix + "blobs"] = BYTEA(lists[prefix + "blobs"])
     return addr, params
 
 

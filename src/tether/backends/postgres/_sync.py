@@ -45,12 +45,14 @@ from tether.backends._common import (
 )
 from tether.backends._delta import AppendTracker
 from tether.backends._sqlbase import BlobCodec, DecodeMemo
+from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
     decode_row,
     encode_put,
     encode_writes,
     jsonb,
+    pack_put,
     store_whole,
 )
 from tether.backends.postgres._errors import is_retryable, translate
@@ -133,6 +135,7 @@ class _PostgresCore:
     # --- connections ------------------------------------------------------------------
 
     def _configure(self, conn: Connection[Any]) -> None:
+        arrays.ensure(conn)
         if self._prepare_threshold is not False:
             conn.prepare_threshold = self._prepare_threshold
 
@@ -302,7 +305,7 @@ class _PostgresCore:
         named = checkpoint["channel_versions"].keys() <= new_versions.keys()
         query = self._sql.put_named if named else self._sql.put
         try:
-            self._execute(what, query, params)
+            self._execute(what, query, pack_put(params))
         except TetherError as exc:
             # A tail extends a snapshot another process deleted since this one
             # wrote it: the foreign key refused the whole statement. Store the
@@ -310,7 +313,7 @@ class _PostgresCore:
             if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise
             whole = store_whole(params, tails, self._codec, self._appends)
-            self._execute(what, query, whole)
+            self._execute(what, query, pack_put(whole))
         return at.to_config()
 
     def put_writes(
