@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from cli_graphs import THREADS, Order, as_url, order_graph, run_scenario
 from click.testing import CliRunner, Result
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
 
 import tether.langgraph as tlg
 from tether.backends.sqlite import SqliteSaver
@@ -297,3 +299,66 @@ def test_official_sqlite_into_postgres_via_cli(
     target = as_url(pg_database)
     summary = ok_json("import", str(source), target, "--no-progress")
     assert summary["checkpoints"] == len(before["tuples"])
+
+
+# --- prune on a graph with LangGraph DeltaChannel state -------------------------------------
+
+
+def _concat(state: list[str], writes: Any) -> list[str]:
+    out = list(state)
+    for write in writes:
+        out.extend(write)
+    return out
+
+
+class DeltaState(TypedDict, total=False):
+    items: Annotated[list[str], DeltaChannel(_concat, snapshot_frequency=4)]
+    turns: int
+
+
+def _delta_graph(saver: Any) -> Any:
+    def step(state: DeltaState) -> DeltaState:
+        turn = state.get("turns", 0)
+        return {"items": [f"bot{turn}"], "turns": turn + 1}
+
+    builder = StateGraph(DeltaState)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_prune_keeps_what_delta_channels_are_rebuilt_from(tmp_path: Path) -> None:
+    path = str(tmp_path / "delta.db")
+    config = {"configurable": {"thread_id": "d"}}
+    with tlg.SqliteSaver.from_conn_string(path) as saver:
+        graph = _delta_graph(saver)
+        # until the latest checkpoint holds no value for `items` (it is rebuilt
+        # from the ancestors' writes), so keeping only it would lose the list
+        for i in range(12):
+            graph.invoke({"items": [f"in{i}"]}, config)
+            values = saver.get_tuple(config).checkpoint["channel_values"]
+            if i >= 5 and "items" not in values:
+                break
+        else:  # pragma: no cover
+            pytest.fail("every invoke ended on a DeltaChannel snapshot")
+        expected = graph.get_state(config).values
+        total = len(list(saver.list(config)))
+
+    result = run("prune", path, "d", "--keep", "1")
+    assert result.exit_code == 0, result.output
+    kept = _count(path, "d")
+    assert 1 < kept < total, (kept, total)
+    assert f"d: {total} -> {kept} checkpoint(s) (kept the newest {kept} per namespace" in (
+        " ".join(result.stdout.split())
+    )
+    with tlg.SqliteSaver.from_conn_string(path) as saver:
+        assert _delta_graph(saver).get_state(config).values == expected
+
+
+def test_prune_without_delta_channels_keeps_exactly_n(store: str) -> None:
+    result = run("prune", store, "chat-2", "--keep", "2")
+    assert result.exit_code == 0, result.output
+    assert "DeltaChannel" not in result.stdout
+    namespaces = {t.config["configurable"]["checkpoint_ns"] for t in _tuples(store, "chat-2")}
+    assert _count(store, "chat-2") == 2 * len(namespaces)

@@ -10,7 +10,7 @@ hold a snapshot) must be equal.
 
 Thread operations: ``prune`` keeps the ancestors a kept checkpoint rebuilds
 from, ``delete_for_runs`` refuses to cut such a chain, ``copy_thread``
-copies everything (see ``tether.langgraph._delta``).
+copies everything (see ``tether._delta_chains``).
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from test_graphs import (
     trace_history,
 )
 
+from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.errors import ConfigError
 from tether.langgraph import TetherLangGraphSaver
-from tether.langgraph._delta import ThreadChains
 
 INVOKES = 10
 

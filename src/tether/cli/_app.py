@@ -25,6 +25,7 @@ from rich.pretty import Pretty
 from rich.table import Table
 
 from tether import __version__
+from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import Store, ThreadInfo, opened, same_store
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError
@@ -470,9 +471,12 @@ def prune(
     """Drop old checkpoints of THREAD... (with their writes and unused values).
 
     Give exactly one of --keep N (the newest N of each namespace stay) or --delete.
+    A thread of a graph with LangGraph DeltaChannel state keeps, beyond N, the
+    older checkpoints whose writes its kept checkpoints are rebuilt from.
     """
     if (keep is None) == (not delete_all):
         raise click.UsageError("give exactly one of --keep N or --delete")
+    grown: dict[str, int] = {}
     with opened(store) as st:
         before = {t: _require_thread(st, t).checkpoints for t in dict.fromkeys(thread_ids)}
         if delete_all:
@@ -480,11 +484,24 @@ def prune(
             st.saver.prune(list(before), strategy="delete")
         else:
             assert keep is not None
-            st.saver.prune(list(before), strategy="keep_last", keep=keep)
+            # A LangGraph DeltaChannel value is rebuilt from the writes of the
+            # checkpoint's ancestors: keep the newest N and every one of those.
+            for tid in before:
+                chains = ThreadChains(st.saver.list({"configurable": {"thread_id": tid}}))
+                count = chains.keep_count(keep)
+                if count > keep:
+                    grown[tid] = count
+                st.saver.prune([tid], strategy="keep_last", keep=count)
         after = {i.thread_id: i.checkpoints for i in st.threads_named(list(before))}
     out = _out()
     for tid, n in before.items():
-        out.print(f"{escape(tid)}: {n} -> {after.get(tid, 0)} checkpoint(s)")
+        line = f"{escape(tid)}: {n} -> {after.get(tid, 0)} checkpoint(s)"
+        if tid in grown:
+            line += (
+                f" (kept the newest {grown[tid]} per namespace, not {keep}: the kept "
+                "checkpoints rebuild LangGraph DeltaChannel values from the older ones' writes)"
+            )
+        out.print(line)
 
 
 @cli.command(epilog=_STORE_HELP)

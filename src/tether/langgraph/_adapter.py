@@ -21,7 +21,7 @@ What the LangGraph runtime expects beyond the method table:
 * exceptions in task writes (``__error__``) are stored as their ``repr``, as
   LangGraph's serializer does: an exception object is not data.
 * ``prune`` and ``delete_for_runs`` keep ``DeltaChannel`` values readable
-  (see :mod:`tether.langgraph._delta`): a prune keeps the checkpoints a kept
+  (see :mod:`tether._delta_chains`): a prune keeps the checkpoints a kept
   one rebuilds its delta channels from, and a deletion that would cut such a
   chain is refused.
 """
@@ -43,10 +43,10 @@ from langgraph.checkpoint.base import (
 
 from tether import base as tether_base
 from tether import checkpoint as tether_checkpoint
+from tether._delta_chains import ThreadChains, describe_conflicts
 from tether.backends._common import check_prune, check_thread_ids
 from tether.base import PruneStrategy
 from tether.errors import ConfigError
-from tether.langgraph._delta import ThreadChains, describe_conflicts
 
 __all__ = ["TetherLangGraphSaver"]
 
