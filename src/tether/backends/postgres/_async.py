@@ -305,7 +305,11 @@ class _AsyncPostgresCore:
         )
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
         named = checkpoint["channel_versions"].keys() <= new_versions.keys()
-        query = self._sql.put_named if named else self._sql.put
+        sql = self._sql
+        if params["channels"]:
+            query = sql.put_named if named else sql.put
+        else:
+            query = sql.put_named_inline if named else sql.put_inline
         try:
             await self._execute(what, query, pack_put(params))
         except TetherError as exc:
@@ -326,12 +330,15 @@ class _AsyncPostgresCore:
         task_id: str,
         task_path: str = "",
     ) -> None:
-        addr, params = encode_writes(serde, config, writes, task_id, task_path, codec=self._codec)
+        addr, params, special = encode_writes(
+            serde, config, writes, task_id, task_path, codec=self._codec
+        )
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"
         )
-        await self._execute(what, self._sql.put_writes, params)
+        query = self._sql.put_writes if special else self._sql.put_writes_ordinary
+        await self._execute(what, query, params)
 
     # --- thread operations --------------------------------------------------------------
 

@@ -215,8 +215,12 @@ def encode_writes(
     task_path: str,
     *,
     codec: BlobCodec,
-) -> tuple[Address, dict[str, Any]]:
-    """The parameters of the ``put_writes`` statement (special and ordinary halves)."""
+) -> tuple[Address, dict[str, Any], bool]:
+    """The parameters of the ``put_writes`` statement, and whether it has special writes.
+
+    Without special writes (negative indexes, S2.4) the statement's upsert
+    half is left out (``Statements.put_writes_ordinary``).
+    """
     addr = Address.from_config(config)
     if addr.checkpoint_id is None:
         raise ConfigError(
@@ -249,7 +253,7 @@ def encode_writes(
         params[prefix + "types"] = TEXT(lists[prefix + "types"])
         params[prefix + "encodings"] = INT2(lists[prefix + "encodings"])
         params[prefix + "blobs"] = BYTEA(lists[prefix + "blobs"])
-    return addr, params
+    return addr, params, bool(lists["s_idx"])
 
 
 def decode_row(

@@ -182,6 +182,15 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
         checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
 """
 
+        # The same two puts without the blob CTE, for a put whose every written
+        # value is inline (small states): the server then neither plans nor runs
+        # an INSERT into checkpoint_blobs (its indexes, its foreign key).
+        self.put_inline = "WITH head AS (" + self.put[self.put.index("), head AS (") + 12 :]
+        self.put_named_inline = self.put_named[
+            self.put_named.index("INSERT INTO " + self.checkpoints) :
+        ]
+        assert "%(channels)s" not in self.put_inline + self.put_named_inline
+
         # Special writes (negative idx) replace, ordinary ones are insert-or-ignore
         # (S2.4); both halves in one statement so a batch is atomic.
         write_cols = (
@@ -215,6 +224,12 @@ WITH special AS (
         SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob,
             encoding = EXCLUDED.encoding, task_path = EXCLUDED.task_path
 )
+INSERT INTO {self.writes} {write_cols} {ordinary}
+ON CONFLICT {pk} DO NOTHING
+"""
+        # A batch of ordinary writes only (what a task's writes almost always
+        # are): the special half would plan and run an empty upsert.
+        self.put_writes_ordinary = f"""
 INSERT INTO {self.writes} {write_cols} {ordinary}
 ON CONFLICT {pk} DO NOTHING
 """
