@@ -19,7 +19,21 @@ Everything stored is serialized (channel values and writes through the
 saver's serializer, checkpoint heads and metadata through MessagePack), so a
 caller that mutates its dicts after ``put`` or after a read never changes what
 the saver holds, and the in-memory backend exercises the same serializer (and
-the same allowlist) as the persistent ones.
+the same allowlist) as the persistent ones, with one exception. Under tether's
+own :class:`~tether.serde.MsgpackSerializer` (that class exactly: a subclass
+may encode differently), a channel value or pending write whose type is
+exactly ``int``, ``float``, ``bool``, ``NoneType``, or ``str`` holding only
+ASCII, is kept as the object itself. That is safe because such an object is
+immutable (no caller can change it after ``put``, nor change what a later read
+returns by mutating it) and because that serializer accepts every such value
+and reads it back as the same value of the same type, so a reader cannot tell
+the difference. Other strings are serialized (MessagePack replaces a lone
+surrogate), and so are subclasses (an ``IntEnum`` comes back as the enum, as
+before). :meth:`InMemorySaver.stats` counts such a value as the bytes the
+serializer would write for it. Under that serializer too, a checkpoint head of
+plain values (dict, list, str, int, float, bool, None) is packed by ormsgpack
+itself, to the bytes the serializer would write for it; any other head goes
+through the serializer, with its types and its errors.
 
 One lock guards all maps, so the saver is safe under concurrent use
 from many threads (the reference one is not) and from asyncio tasks: async
@@ -42,6 +56,7 @@ from tether.backends._bridge import InlineAsyncMixin
 from tether.backends._common import (
     EMPTY,
     EMPTY_TAG,
+    EXCLUDED_METADATA_KEYS,
     check_checkpoint,
     check_list_args,
     check_prune,
@@ -50,7 +65,6 @@ from tether.backends._common import (
     index_writes,
     merge_metadata,
     metadata_matches,
-    split_channel_values,
 )
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, join_append, supports
 from tether.base import BaseCheckpointSaver, PruneStrategy
@@ -66,17 +80,55 @@ from tether.checkpoint import (
 )
 from tether.errors import ConfigError, DecodeError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
+from tether.serde.msgpack import MsgpackSerializer
 
 __all__ = ["GROUP", "InMemorySaver"]
 
 #: ``list`` shares decoded snapshots between the tuples of groups this large.
 GROUP = 64
 
+# What a serializer returns: (tag, bytes).
 _Typed = tuple[str, bytes]
 
 # A stored channel value: (tag, serialized bytes, base). ``base`` is the
 # snapshot version a tail extends (the value is snapshot + tail), else None.
-_Blob = tuple[str, bytes, str | None]
+# Tag None: a value kept as is (see the module docs and _AS_IS), never a
+# tail: a str itself, anything else boxed in a 1-tuple (so that every payload
+# has a length, as the delta tests read blobs).
+_Blob = tuple[str | None, Any, str | None]
+
+#: Exact types of values kept as is under tether's MsgpackSerializer (a str
+#: only when ASCII): immutable, and that serializer gives back the same value
+#: of the same type, so skipping it changes nothing a reader can see.
+_AS_IS: Final = frozenset({int, float, bool, type(None), str})
+_NOTHING: Final[frozenset[type]] = frozenset()
+
+# Blobs of the commonest values kept as is, shared (they are immutable): a
+# put of a bool or small int channel allocates nothing to store it.
+_TRUE_BLOB: Final[_Blob] = (None, (True,), None)
+_FALSE_BLOB: Final[_Blob] = (None, (False,), None)
+_INT_BLOBS: Final[tuple[_Blob, ...]] = tuple((None, (i,), None) for i in range(256))
+
+_packb = ormsgpack.packb
+_unpackb = ormsgpack.unpackb
+
+#: ormsgpack options under which packb accepts only exact dict, list, str (no
+#: lone surrogates), int (64 bits), float, bool, None and bytes-like values,
+#: with str keys: what tether's serializer writes as plain MessagePack, byte
+#: for byte, and reads back as the same values (no ext types to decode).
+#: Anything else raises TypeError (and goes to the serializer).
+_PLAIN_ONLY: Final = (
+    ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+    | ormsgpack.OPT_PASSTHROUGH_TUPLE
+    | ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+)
+
+#: What :meth:`InMemorySaver.stats` counts for a value kept as is.
+_SIZER: Final = MsgpackSerializer()
 
 _EMPTY_BLOB: _Blob = (EMPTY_TAG, b"", None)
 
@@ -86,25 +138,34 @@ _Part = tuple[str, _Blob, _Blob | None]
 
 
 # A stored checkpoint: (head, metadata, run_id, parent_id, channels, versions).
-# ``head`` is the checkpoint without channel_values, serialized; ``metadata``
-# the JSON-safe metadata as MessagePack; ``channels`` and ``versions`` its
-# channel_versions as two tuples (blob keys are str(version)). Stored data is
-# plain tuples of strings and bytes, never a class or a dict, and few of them:
-# the garbage collector stops tracking such tuples, so a large store adds
-# nothing to later collections. (With a row object and a versions dict per
+# ``head`` is the checkpoint without channel_values: plain MessagePack bytes
+# (see _PLAIN_ONLY), else the serializer's (tag, bytes); ``metadata`` the
+# JSON-safe metadata as MessagePack; ``channels`` and ``versions`` its
+# channel_versions as two tuples, zipped they are the blob keys (a version
+# that is not a str is keyed as str(version), see _key). Stored data is plain
+# tuples of strings and bytes, never a class or a dict, and few of them: the
+# garbage collector stops tracking such tuples, so a large store adds nothing
+# to later collections. (With a row object and a versions dict per
 # checkpoint, W2's 10,000 puts set off a full collection the reference saver
-# did not: a sixth of the put time.)
-_Row = tuple[_Typed, bytes, Any, str | None, tuple[str, ...], tuple[Any, ...]]
+# did not: a sixth of the put time. Every tuple a put leaves behind counts
+# towards the next young collection, hence two flat tuples rather than one
+# tuple of pairs, and the shared blobs above.)
+_Head = bytes | _Typed
+_Row = tuple[_Head, bytes, Any, str | None, tuple[str, ...], tuple[Any, ...]]
 _METADATA: Final = 1
 _RUN_ID: Final = 2
 _CHANNELS: Final = 4
 _VERSIONS: Final = 5
 
 
-# A stored write: (task_path, task_id, idx, channel, value). Tuples sort in
-# the contract's read order (S2.4); (task_id, idx) is unique per checkpoint, so
-# the comparison never reaches the channel or the value.
-_Write = tuple[str, str, int, str, _Typed]
+# A stored write: (task_path, task_id, idx, channel, tag, data), tag and data
+# as in a blob but never boxed (tag None: data is the value kept as is).
+# Tuples sort in the contract's read order (S2.4); (task_id, idx) is unique
+# per checkpoint, so the comparison never reaches the channel or the value.
+_Write = tuple[str, str, int, str, str | None, Any]
+
+_NO_VALUES: Final[Mapping[str, Any]] = {}
+_NO_WRITES: Final[tuple[_Write, ...]] = ()
 
 
 @dataclass(slots=True)
@@ -121,9 +182,9 @@ class _Namespace:
         """Drop blobs no remaining checkpoint refers to, nor extends (one level)."""
         blobs = self.blobs
         live = {
-            (ch, str(v))
+            _key(key)
             for row in self.checkpoints.values()
-            for ch, v in zip(row[_CHANNELS], row[_VERSIONS], strict=True)
+            for key in zip(row[_CHANNELS], row[_VERSIONS], strict=True)
         }
         bases = set()
         for ch, v in live:
@@ -134,17 +195,37 @@ class _Namespace:
         for key in [k for k in blobs if k not in live]:
             del blobs[key]
 
-    def parts(self, row: _Row) -> list[_Part]:
-        """The blobs a checkpoint's values are read from (call under the lock)."""
+    def read(self, row: _Row) -> tuple[dict[str, Any], list[_Part] | None]:
+        """A checkpoint's channel values, as far as they are read under the lock.
+
+        Returns the values dict, in channel_versions order, and the blobs of
+        the channels still to decode (None when there are none), whose keys
+        hold None until then; values kept as is are filled in. Call under the
+        lock; decode after releasing it.
+        """
         blobs = self.blobs
-        out: list[_Part] = []
-        for channel, version in zip(row[_CHANNELS], row[_VERSIONS], strict=True):
-            blob = blobs.get((channel, str(version)))
-            if blob is None or blob[0] == EMPTY_TAG:
-                continue
-            base = blob[2]
-            out.append((channel, blob, None if base is None else blobs.get((channel, base))))
-        return out
+        values: dict[str, Any] = {}
+        parts: list[_Part] | None = None
+        # (two tuples of one length: strict= would only cost a keyword call)
+        for key in zip(row[_CHANNELS], row[_VERSIONS]):  # noqa: B905
+            blob = blobs.get(key)
+            if blob is None:
+                if type(key[1]) is str:
+                    continue
+                blob = blobs.get(_key(key))
+                if blob is None:
+                    continue
+            tag, data, base = blob
+            if tag is None:
+                values[key[0]] = data if type(data) is str else data[0]
+            elif tag != EMPTY_TAG:
+                values[key[0]] = None
+                part = (key[0], blob, None if base is None else blobs.get((key[0], base)))
+                if parts is None:
+                    parts = [part]
+                else:
+                    parts.append(part)
+        return values, parts
 
     def sorted_writes(self, cid: str) -> list[_Write]:
         """A checkpoint's writes in contract order (call under the lock)."""
@@ -152,11 +233,11 @@ class _Namespace:
         return sorted(bucket.values()) if bucket else []
 
 
-# A checkpoint copied out under the lock, decoded after releasing it.
-_Raw = tuple[str, str, str, _Row, list[_Part], list[_Write]]
-
 # A tail of a put: its channel, the snapshot it extends, the whole value otherwise.
 _Needs = tuple[str, str, Row]
+
+# What put may do under a serializer (see InMemorySaver._modes_of).
+_Modes = tuple[SerializerProtocol, AppendTracker | None, bool]
 
 
 class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
@@ -189,6 +270,17 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         # Not re-entrant: no locked section calls back into a locked method.
         self._lock = threading.Lock()
         self._threads: dict[str, dict[str, _Namespace]] = {}
+        self._modes = self._modes_of(self.serde)
+
+    def _modes_of(self, serde: SerializerProtocol) -> _Modes:
+        """What ``put`` may do under ``serde``: (serde, the append tracker or None, as-is)."""
+        # Only tether's MessagePack decodes an array as the list of its elements;
+        # only that exact class round-trips the _AS_IS scalars to themselves.
+        return (
+            serde,
+            self._appends if supports(serde) else None,
+            type(serde) is MsgpackSerializer,
+        )
 
     def __enter__(self) -> InMemorySaver:
         return self
@@ -205,18 +297,31 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
     # --- reads ------------------------------------------------------------------
 
     def _build(
-        self, raw: _Raw, memo: dict[tuple[str, str, str, str], Any] | None
+        self,
+        tid: str,
+        ns_name: str,
+        cid: str,
+        row: _Row,
+        values: dict[str, Any],
+        parts: list[_Part] | None,
+        writes: Sequence[_Write],
+        memo: dict[tuple[str, str, str, str], Any] | None,
     ) -> CheckpointTuple:
-        tid, ns_name, cid, (head_typed, metadata, _, parent, _, _), parts, writes = raw
+        """A checkpoint read under the lock (see _Namespace.read), decoded after releasing it."""
+        head_data, metadata, _, parent, _, _ = row
         loads = self.serde.loads_typed
         # The common case goes straight to the serializer; on a DecodeError
         # _decode decodes again to name thread, checkpoint and channel.
-        try:
-            head: dict[str, Any] = loads(head_typed)
-        except DecodeError:
-            head = self._decode(head_typed, tid, ns_name, cid)
-        values: dict[str, Any] = {}
-        for channel, (tag, data, base), snap in parts:
+        head: dict[str, Any]
+        if isinstance(head_data, bytes):
+            head = _unpackb(head_data)  # plain MessagePack that put wrote
+        else:
+            try:
+                head = loads(head_data)
+            except DecodeError:
+                head = self._decode(head_data, tid, ns_name, cid)
+        for channel, (tag, data, base), snap in parts or ():
+            assert tag is not None  # read() filled in the values kept as is
             try:
                 value = loads((tag, data))
             except DecodeError:
@@ -226,21 +331,42 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             values[channel] = value
         head["channel_values"] = values
         pending: list[PendingWrite] = []
-        for _, task_id, _, channel, typed in writes:
+        for _, task_id, _, channel, wtag, wdata in writes:
+            if wtag is None:
+                pending.append((task_id, channel, wdata))  # kept as is
+                continue
             try:
-                value = loads(typed)
+                value = loads((wtag, wdata))
             except DecodeError:
-                value = self._decode(typed, tid, ns_name, cid, channel, task_id)
+                value = self._decode((wtag, wdata), tid, ns_name, cid, channel, task_id)
             pending.append((task_id, channel, value))
-        return CheckpointTuple(
-            {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": cid}},
-            head,  # type: ignore[arg-type]
-            ormsgpack.unpackb(metadata),
-            {"configurable": {"thread_id": tid, "checkpoint_ns": ns_name, "checkpoint_id": parent}}
-            if parent
-            else None,
-            pending,
+        # tuple.__new__: CheckpointTuple's own __new__ is Python code, and this is
+        # the same five fields.
+        out: CheckpointTuple = _new_tuple(
+            CheckpointTuple,
+            (
+                {
+                    "configurable": {
+                        "thread_id": tid,
+                        "checkpoint_ns": ns_name,
+                        "checkpoint_id": cid,
+                    }
+                },
+                head,
+                ormsgpack.unpackb(metadata),
+                {
+                    "configurable": {
+                        "thread_id": tid,
+                        "checkpoint_ns": ns_name,
+                        "checkpoint_id": parent,
+                    }
+                }
+                if parent
+                else None,
+                pending,
+            ),
         )
+        return out
 
     def _decode(
         self,
@@ -270,18 +396,33 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         key = (tid, ns_name, channel, base)
         snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
         if snapshot is _MISSING:
-            if snap is None:
+            tag = snap[0] if snap is not None else None  # a snapshot is never kept as is
+            if snap is None or tag is None:
                 raise StorageError(
                     f"the snapshot {base!r} that value {_where(tid, ns_name, cid, channel)} "
                     "extends is missing; the store is damaged"
                 )
-            snapshot = self._decode((snap[0], snap[1]), tid, ns_name, cid, channel)
+            snapshot = self._decode((tag, snap[1]), tid, ns_name, cid, channel)
             if memo is not None:
                 memo[key] = snapshot
         return join_append(snapshot, tail, where=_where(tid, ns_name, cid, channel))
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        tid, ns_name, cid = address_fields(config)
+        # address_fields' own fast path, inline (get_tuple and put run it at
+        # every step); anything it would not take goes to address_fields.
+        conf: Any = config.get("configurable") if type(config) is dict else None
+        if type(conf) is dict:
+            tid = conf.get("thread_id")
+            ns_name = conf.get("checkpoint_ns") or ""
+            cid = conf.get("checkpoint_id") or None
+            if (
+                type(tid) is not str
+                or type(ns_name) is not str
+                or not (cid is None or type(cid) is str)
+            ):
+                tid, ns_name, cid = address_fields(config)
+        else:
+            tid, ns_name, cid = address_fields(config)
         with self._lock:
             spaces = self._threads.get(tid)
             ns = spaces.get(ns_name) if spaces else None
@@ -292,8 +433,10 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             row = ns.checkpoints.get(cid) if cid else None
             if cid is None or row is None:
                 return None
-            raw = (tid, ns_name, cid, row, ns.parts(row), ns.sorted_writes(cid))
-        return self._build(raw, None)
+            values, parts = ns.read(row)
+            bucket = ns.writes.get(cid)
+            writes = sorted(bucket.values()) if bucket else _NO_WRITES
+        return self._build(tid, ns_name, cid, row, values, parts, writes, None)
 
     def list(
         self,
@@ -352,10 +495,11 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     continue  # deleted since the listing started
                 if want and not metadata_matches(ormsgpack.unpackb(row[_METADATA]), want):
                     continue
-                raw = (tid, ns_name, cid, row, space.parts(row), space.sorted_writes(cid))
+                values, parts = space.read(row)
+                writes = space.sorted_writes(cid)
             if produced % GROUP == 0:
                 memo = {}
-            yield self._build(raw, memo)
+            yield self._build(tid, ns_name, cid, row, values, parts, writes, memo)
             produced += 1
             if limit is not None and produced >= limit:
                 return
@@ -379,19 +523,81 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
-        tid, ns_name, parent_id = address_fields(config)
-        check_checkpoint(checkpoint, new_versions)
-        meta = merge_metadata(config, metadata)
-        head, values = split_channel_values(checkpoint, new_versions)
+        # As in get_tuple: address_fields' fast path, inline.
+        conf: Any = config.get("configurable") if type(config) is dict else None
+        if type(conf) is dict:
+            tid = conf.get("thread_id")
+            ns_name = conf.get("checkpoint_ns") or ""
+            parent_id = conf.get("checkpoint_id") or None
+            if (
+                type(tid) is not str
+                or type(ns_name) is not str
+                or not (parent_id is None or type(parent_id) is str)
+            ):
+                tid, ns_name, parent_id = address_fields(config)
+        else:
+            tid, ns_name, parent_id = address_fields(config)
+        # check_checkpoint and split_channel_values, inline for plain dicts: the
+        # same checks in the same order; anything they would not pass at a
+        # glance goes to check_checkpoint (which raises, or lets it through).
+        values: Mapping[str, Any]
+        cid: str
+        versions: Any
+        if type(checkpoint) is dict and type(new_versions) is dict:
+            head: dict[str, Any] = dict(checkpoint)
+            values = head.pop("channel_values", _NO_VALUES)
+            cid = head.get("id")  # type: ignore[assignment]  # checked just below
+            versions = head.get("channel_versions")
+            if not (
+                type(cid) is str
+                and cid
+                and type(versions) is dict
+                and type(values) is dict
+                and new_versions.items() <= versions.items()
+            ):
+                check_checkpoint(checkpoint, new_versions)
+        else:
+            check_checkpoint(checkpoint, new_versions)
+            head = dict(checkpoint)
+            values = head.pop("channel_values", _NO_VALUES)
+            cid = head["id"]
+            versions = head["channel_versions"]
+        fast = _packed_metadata(config, metadata)
+        if fast is not None:
+            meta_data, run_id = fast
+        else:
+            meta = merge_metadata(config, metadata)
+            meta_data = ormsgpack.packb(meta)
+            run_id = meta.get("run_id")
+        get = values.get if values else _NO_VALUES.get
         serde = self.serde
-        # Only tether's MessagePack decodes an array as the list of its elements.
-        appends = self._appends if supports(serde) else None
+        modes = self._modes
+        if modes[0] is not serde:
+            modes = self._modes = self._modes_of(serde)
+        _, appends, plain = modes
+        as_is = _AS_IS if plain else _NOTHING
         dumps = serde.dumps_typed
-        cid = checkpoint["id"]
         # Serialize outside the lock: it is the expensive part and touches no shared state.
         blobs: dict[tuple[str, str], _Blob] = {}
-        needs: list[_Needs] = []
-        for channel, (version, value) in values.items():
+        needs: list[_Needs] | None = None
+        for channel, v in new_versions.items():
+            version = str(v)
+            value = get(channel, EMPTY)
+            kind = type(value)
+            if kind in as_is:
+                if kind is str:
+                    if value.isascii():
+                        blobs[(channel, version)] = (None, value, None)
+                        continue
+                elif kind is bool:
+                    blobs[(channel, version)] = _TRUE_BLOB if value else _FALSE_BLOB
+                    continue
+                elif kind is int and 0 <= value < 256:
+                    blobs[(channel, version)] = _INT_BLOBS[value]
+                    continue
+                else:
+                    blobs[(channel, version)] = (None, (value,), None)
+                    continue
             if value is EMPTY:
                 blobs[(channel, version)] = _EMPTY_BLOB
                 continue
@@ -404,19 +610,34 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             for r in plan.rows:
                 blobs[(channel, r.version)] = (r.tag, r.data, r.base)
             if plan.needs is not None and plan.fallback is not None:
+                if needs is None:
+                    needs = []
                 needs.append((channel, plan.needs, plan.fallback))
-        versions = head["channel_versions"]
+        # A head of plain values (the usual one) is plain MessagePack, which
+        # tether's serializer would write the same way; anything else is
+        # the serializer's (its types, its errors).
+        head_data: _Head
+        if plain:
+            try:
+                head_data = _packb(head, option=_PLAIN_ONLY)
+            except TypeError:
+                head_data = dumps(head)
+        else:
+            head_data = dumps(head)
         row: _Row = (
-            dumps(head),
-            ormsgpack.packb(meta),
-            meta.get("run_id"),
+            head_data,
+            meta_data,
+            run_id,
             parent_id,
             tuple(versions),
             tuple(versions.values()),
         )
         with self._lock:
-            ns = self._namespace(tid, ns_name)
-            for channel, snapshot, whole in needs:
+            spaces = self._threads.get(tid)
+            ns = spaces.get(ns_name) if spaces else None
+            if ns is None:
+                ns = self._namespace(tid, ns_name)
+            for channel, snapshot, whole in needs or ():
                 # The tail extends a snapshot an earlier put wrote; a thread
                 # operation may have dropped it since. Then store the whole value.
                 if (channel, snapshot) not in ns.blobs:
@@ -443,8 +664,17 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 "(configurable.checkpoint_id), as returned by put()"
             )
         rows = index_writes(writes, task_id, task_path)
-        dumps = self.serde.dumps_typed
-        encoded = [(task_path, task_id, idx, channel, dumps(value)) for idx, channel, value in rows]
+        serde = self.serde
+        dumps = serde.dumps_typed
+        as_is = type(serde) is MsgpackSerializer
+        encoded: list[_Write] = []
+        for idx, channel, value in rows:
+            kind = type(value)
+            if as_is and kind in _AS_IS and (kind is not str or value.isascii()):
+                encoded.append((task_path, task_id, idx, channel, None, value))
+            else:
+                tag, data = dumps(value)
+                encoded.append((task_path, task_id, idx, channel, tag, data))
         with self._lock:
             ns = self._namespace(tid, ns_name)
             bucket = ns.writes.get(cid)
@@ -556,17 +786,76 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 for ns in spaces.values():
                     out["checkpoints"] += len(ns.checkpoints)
                     out["blobs"] += len(ns.blobs)
-                    out["bytes"] += sum(
-                        len(r[0][1]) + len(r[_METADATA]) for r in ns.checkpoints.values()
-                    )
-                    out["bytes"] += sum(len(b[1]) for b in ns.blobs.values())
+                    for r in ns.checkpoints.values():
+                        head = r[0]
+                        out["bytes"] += len(head if isinstance(head, bytes) else head[1])
+                        out["bytes"] += len(r[_METADATA])
+                    out["bytes"] += sum(_size(b[0], b[1], True) for b in ns.blobs.values())
                     for bucket in ns.writes.values():
                         out["writes"] += len(bucket)
-                        out["bytes"] += sum(len(w[4][1]) for w in bucket.values())
+                        out["bytes"] += sum(_size(w[4], w[5]) for w in bucket.values())
         return out
 
 
 _MISSING: Any = object()
+
+_new_tuple: Any = tuple.__new__
+
+
+def _key(item: tuple[str, Any]) -> tuple[str, str]:
+    """The blob key of a ``(channel, version)`` item: versions are keyed as str(version)."""
+    return item if type(item[1]) is str else (item[0], str(item[1]))
+
+
+#: Bytes whose presence sends packed metadata to merge_metadata: bin headers
+#: (bytes, which metadata refuses) and float headers (NaN and inf are refused).
+#: Non-ASCII text and some ints match too; they just take the general path.
+_BIN_OR_FLOAT: Final = b"\xc4\xc5\xc6\xca\xcb"
+
+
+def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[bytes, Any] | None:
+    """``(packb(merge_metadata(config, metadata)), run_id)`` for the common call, else None.
+
+    The common call: a config with nothing to merge (no ``metadata``, only
+    addressing keys in ``configurable``) and metadata that is a dict of plain
+    JSON values (:data:`_PLAIN_ONLY`, no :data:`_BIN_OR_FLOAT` byte, no NUL in
+    a string) without a ``"writes"`` key. merge_metadata would return an equal copy,
+    packed to the same bytes. Anything else returns None: the caller runs
+    merge_metadata (its checks, its errors).
+    """
+    if type(metadata) is not dict or type(config) is not dict or "writes" in metadata:
+        return None
+    if config.get("metadata"):
+        return None
+    conf = config.get("configurable")
+    if conf and (type(conf) is not dict or not conf.keys() <= EXCLUDED_METADATA_KEYS):
+        return None
+    run_id: Any = metadata.get("run_id")
+    if type(run_id) is dict or type(run_id) is list:
+        return None  # the row keeps run_id: never a dict the caller holds
+    try:
+        data = _packb(metadata, option=_PLAIN_ONLY)
+    except TypeError:
+        return None
+    if len(data.translate(None, _BIN_OR_FLOAT)) != len(data):
+        return None
+    # A NUL in a str (merge_metadata strips it) packs as a 0 byte; so does the
+    # int 0. Only then look at the strings: repr writes a NUL in any of them,
+    # keys included, as \x00 (plain values only: repr is exact and runs no code).
+    if 0 in data and "\\x00" in repr(metadata):
+        return None
+    return data, run_id
+
+
+def _size(tag: str | None, data: Any, boxed: bool = False) -> int:
+    """The bytes :meth:`InMemorySaver.stats` counts for a stored value.
+
+    A value kept as is (tag None; in a blob, boxed in a 1-tuple) counts as
+    what tether's serializer would write for it.
+    """
+    if tag is not None:
+        return len(data)
+    return len(_SIZER.dumps_typed(data[0] if boxed and type(data) is tuple else data)[1])
 
 
 def _where(tid: str, ns_name: str, cid: str, channel: str) -> str:
