@@ -273,6 +273,8 @@ METADATA: dict[str, Any] = {
     "nul key": {"k\x00": "v"},
     "nul value": {"k": "a\x00b", "step": 0},
     "nul nested": {"parents": {"": "a\x00b"}, "l": ["x\x00"]},
+    "step 0 nested": {"source": "loop", "step": 0, "parents": {"": "1ef"}},
+    "step 0 nul key": {"step": 0, "k\x00": "v"},
     "backslash": {"k": "\\x00"},
     "floats": {"ratio": 0.5, "l": [1.5]},
     "nan": {"f": math.nan},

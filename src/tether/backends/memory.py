@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import ormsgpack
@@ -168,12 +167,16 @@ _NO_VALUES: Final[Mapping[str, Any]] = {}
 _NO_WRITES: Final[tuple[_Write, ...]] = ()
 
 
-@dataclass(slots=True)
 class _Namespace:
-    checkpoints: dict[str, _Row] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], _Blob] = field(default_factory=dict)
-    writes: dict[str, dict[tuple[str, int], _Write]] = field(default_factory=dict)
-    latest: str | None = None
+    __slots__ = ("blobs", "checkpoints", "latest", "writes")
+
+    def __init__(self) -> None:
+        # (by hand: a dataclass's default_factory fields cost twice as much to
+        # build, and W2 starts a namespace every five puts)
+        self.checkpoints: dict[str, _Row] = {}
+        self.blobs: dict[tuple[str, str], _Blob] = {}
+        self.writes: dict[str, dict[tuple[str, int], _Write]] = {}
+        self.latest: str | None = None
 
     def recompute_latest(self) -> None:
         self.latest = max(self.checkpoints) if self.checkpoints else None
@@ -807,10 +810,7 @@ def _key(item: tuple[str, Any]) -> tuple[str, str]:
     return item if type(item[1]) is str else (item[0], str(item[1]))
 
 
-#: Bytes whose presence sends packed metadata to merge_metadata: bin headers
-#: (bytes, which metadata refuses) and float headers (NaN and inf are refused).
-#: Non-ASCII text and some ints match too; they just take the general path.
-_BIN_OR_FLOAT: Final = b"\xc4\xc5\xc6\xca\xcb"
+_NESTED: Final = frozenset({dict, list})
 
 
 def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[bytes, Any] | None:
@@ -818,8 +818,8 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
 
     The common call: a config with nothing to merge (no ``metadata``, only
     addressing keys in ``configurable``) and metadata that is a dict of plain
-    JSON values (:data:`_PLAIN_ONLY`, no :data:`_BIN_OR_FLOAT` byte, no NUL in
-    a string) without a ``"writes"`` key. merge_metadata would return an equal copy,
+    JSON values (:data:`_PLAIN_ONLY`, no bytes or float, no NUL in a string)
+    without a ``"writes"`` key. merge_metadata would return an equal copy,
     packed to the same bytes. Anything else returns None: the caller runs
     merge_metadata (its checks, its errors).
     """
@@ -837,13 +837,21 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
         data = _packb(metadata, option=_PLAIN_ONLY)
     except TypeError:
         return None
-    if len(data.translate(None, _BIN_OR_FLOAT)) != len(data):
+    # A bin header (bytes, which metadata refuses) or a float64 one (NaN and
+    # inf are refused): the general path decides. Non-ASCII text and some
+    # ints hold such bytes too; they just take the general path. (ormsgpack
+    # writes no float32 for a Python float.)
+    if 0xCB in data or 0xC4 in data or 0xC5 in data or 0xC6 in data:
         return None
-    # A NUL in a str (merge_metadata strips it) packs as a 0 byte; so does the
-    # int 0. Only then look at the strings: repr writes a NUL in any of them,
-    # keys included, as \x00 (plain values only: repr is exact and runs no code).
-    if 0 in data and "\\x00" in repr(metadata):
-        return None
+    # A NUL in a str (merge_metadata strips it) packs as a 0 byte, and so does
+    # the int 0 (step 0). Only then look at the strings, at the top level;
+    # a nested container then takes the general path.
+    if 0 in data:
+        value: Any
+        for key, value in metadata.items():
+            kind = type(value)
+            if "\x00" in key or (kind is str and "\x00" in value) or (kind in _NESTED and value):
+                return None
     return data, run_id
 
 
