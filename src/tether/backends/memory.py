@@ -78,6 +78,7 @@ from tether.checkpoint import (
     address_fields,
 )
 from tether.errors import ConfigError, DecodeError, StorageError
+from tether.serde._ext import PASSTHROUGH
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.serde.msgpack import MsgpackSerializer
 
@@ -116,15 +117,7 @@ _unpackb = ormsgpack.unpackb
 #: with str keys: what tether's serializer writes as plain MessagePack, byte
 #: for byte, and reads back as the same values (no ext types to decode).
 #: Anything else raises TypeError (and goes to the serializer).
-_PLAIN_ONLY: Final = (
-    ormsgpack.OPT_PASSTHROUGH_SUBCLASS
-    | ormsgpack.OPT_PASSTHROUGH_TUPLE
-    | ormsgpack.OPT_PASSTHROUGH_BIG_INT
-    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
-    | ormsgpack.OPT_PASSTHROUGH_DATETIME
-    | ormsgpack.OPT_PASSTHROUGH_ENUM
-    | ormsgpack.OPT_PASSTHROUGH_UUID
-)
+_PLAIN_ONLY: Final = ormsgpack.OPT_PASSTHROUGH_SUBCLASS | PASSTHROUGH
 
 #: What :meth:`InMemorySaver.stats` counts for a value kept as is.
 _SIZER: Final = MsgpackSerializer()
@@ -411,21 +404,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         return join_append(snapshot, tail, where=_where(tid, ns_name, cid, channel))
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        # address_fields' own fast path, inline (get_tuple and put run it at
-        # every step); anything it would not take goes to address_fields.
-        conf: Any = config.get("configurable") if type(config) is dict else None
-        if type(conf) is dict:
-            tid = conf.get("thread_id")
-            ns_name = conf.get("checkpoint_ns") or ""
-            cid = conf.get("checkpoint_id") or None
-            if (
-                type(tid) is not str
-                or type(ns_name) is not str
-                or not (cid is None or type(cid) is str)
-            ):
-                tid, ns_name, cid = address_fields(config)
-        else:
-            tid, ns_name, cid = address_fields(config)
+        tid, ns_name, cid = address_fields(config)
         with self._lock:
             spaces = self._threads.get(tid)
             ns = spaces.get(ns_name) if spaces else None
@@ -526,20 +505,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
-        # As in get_tuple: address_fields' fast path, inline.
-        conf: Any = config.get("configurable") if type(config) is dict else None
-        if type(conf) is dict:
-            tid = conf.get("thread_id")
-            ns_name = conf.get("checkpoint_ns") or ""
-            parent_id = conf.get("checkpoint_id") or None
-            if (
-                type(tid) is not str
-                or type(ns_name) is not str
-                or not (parent_id is None or type(parent_id) is str)
-            ):
-                tid, ns_name, parent_id = address_fields(config)
-        else:
-            tid, ns_name, parent_id = address_fields(config)
+        tid, ns_name, parent_id = address_fields(config)
         # check_checkpoint and split_channel_values, inline for plain dicts: the
         # same checks in the same order; anything they would not pass at a
         # glance goes to check_checkpoint (which raises, or lets it through).

@@ -56,16 +56,15 @@ EXT_NAMES = {
 # written natively and come back as list/str/dict: passing them through to
 # ``default`` is what keeps their type. Subclasses of str/int/dict/list are NOT
 # passed through (they are written as their base type, as LangGraph does).
-PACK_OPTS = (
-    ormsgpack.OPT_NON_STR_KEYS
-    | ormsgpack.OPT_PASSTHROUGH_TUPLE
+PASSTHROUGH = (
+    ormsgpack.OPT_PASSTHROUGH_TUPLE
     | ormsgpack.OPT_PASSTHROUGH_BIG_INT
     | ormsgpack.OPT_PASSTHROUGH_DATACLASS
     | ormsgpack.OPT_PASSTHROUGH_DATETIME
     | ormsgpack.OPT_PASSTHROUGH_ENUM
     | ormsgpack.OPT_PASSTHROUGH_UUID
-    | ormsgpack.OPT_REPLACE_SURROGATES
 )
+PACK_OPTS = ormsgpack.OPT_NON_STR_KEYS | PASSTHROUGH | ormsgpack.OPT_REPLACE_SURROGATES
 UNPACK_OPTS = ormsgpack.OPT_NON_STR_KEYS
 
 _Encoder = Callable[[Any], ormsgpack.Ext]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import struct
 import weakref
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from psycopg import adapt, pq
 from psycopg.abc import AdaptContext
@@ -76,6 +76,9 @@ class Int4Array(PgArray):
     element_oid = 23
 
 
+_I = TypeVar("_I", bound=PgArray)
+
+
 def _frame(cls: type[PgArray], parts: list[bytes], n: int, has_null: bool) -> bytes:
     return _HEADER.pack(1, 1 if has_null else 0, cls.element_oid, n, 1) + b"".join(parts)
 
@@ -115,20 +118,21 @@ def BYTEA(values: Sequence[bytes]) -> ByteaArray:
     return ByteaArray(_frame(ByteaArray, parts, len(values), False))
 
 
+def _ints(cls: type[_I], empty: _I, fmt: struct.Struct, size: int, values: Sequence[int]) -> _I:
+    if not values:
+        return empty
+    pack = fmt.pack
+    return cls(_frame(cls, [pack(size, v) for v in values], len(values), False))
+
+
 def INT2(values: Sequence[int]) -> Int2Array:
     """A ``smallint[]`` of non-NULL elements."""
-    if not values:
-        return _NO_INT2
-    pack = _INT2.pack
-    return Int2Array(_frame(Int2Array, [pack(2, v) for v in values], len(values), False))
+    return _ints(Int2Array, _NO_INT2, _INT2, 2, values)
 
 
 def INT4(values: Sequence[int]) -> Int4Array:
     """An ``integer[]`` of non-NULL elements."""
-    if not values:
-        return _NO_INT4
-    pack = _INT4.pack
-    return Int4Array(_frame(Int4Array, [pack(4, v) for v in values], len(values), False))
+    return _ints(Int4Array, _NO_INT4, _INT4, 4, values)
 
 
 def _dumper(cls: type[PgArray]) -> type[adapt.Dumper]:
