@@ -333,3 +333,55 @@ def test_reads_look_blobs_up_by_key_on_a_young_table(pg_dsn: str) -> None:
             assert blob_scans, nodes
             assert all(n == "Index Scan" for n in blob_scans), nodes
             assert "Hash Join" not in [n for n, _ in nodes], nodes
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def test_a_thread_across_namespaces_reads_one_page_from_each_index(pg_dsn: str) -> None:
+    """Root rows from the primary key, subgraph rows from the partial index, a page of each.
+
+    Since schema version 8 there is no index of every row by (thread_id,
+    checkpoint_id); a page must still not read (or sort) the whole thread.
+    """
+    schema = fresh_schema()
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+    q = f'"{schema}"'
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            f"""
+INSERT INTO {q}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata)
+SELECT t, CASE WHEN n % 3 = 0 THEN 'child:' || n ELSE '' END, 'c' || lpad(n::text, 6, '0'),
+       jsonb_build_object('v', 4, 'id', 'c' || lpad(n::text, 6, '0'), 'ts', '2026-01-01',
+           'channel_values', '{{}}'::jsonb, 'channel_versions', '{{}}'::jsonb,
+           'versions_seen', '{{}}'::jsonb),
+       '{{}}'::jsonb
+FROM unnest(ARRAY['t', 'u']) t, generate_series(0, 2999) n
+"""
+        )
+        conn.execute(f"ANALYZE {q}.checkpoints")
+        sql = Statements(schema)
+        for after in (None, ("c001500", "t", ""), ("c001500", "t", "child:1500")):
+            args: dict[str, Any] = {"before_id": None, "filter": {}, "after": after}
+            page = sql.list_page(thread_id="t", ns=None, page=100, jsonb=jsonb, **args)
+            row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + page.text, page.params)
+            got = row.fetchone()
+            assert got is not None
+            nodes = list(_nodes(got[0][0]["Plan"]))
+            scans = [n for n in nodes if n.get("Relation Name") == "checkpoints"]
+            assert {n["Index Name"] for n in scans} == {
+                "checkpoints_pkey",
+                "checkpoints_thread_ns_idx",
+            }, scans
+            assert all(n["Actual Rows"] <= 101 for n in scans), scans
+            assert all(n["Node Type"] != "Sort" for n in nodes)  # a merge, not a sort
+            rows = conn.execute(page.text, page.params).fetchall()
+            keys = [(r[2], r[1]) for r in rows]
+            assert len(keys) == 100
+            assert keys == sorted(keys, reverse=True)
+            if after is not None:
+                assert keys[0] < (after[0], after[2])

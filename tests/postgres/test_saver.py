@@ -146,6 +146,55 @@ async def test_list_pages_by_key(mode: str, pg_dsn: str) -> None:
         assert [t.config for t in got] == [a[2]]
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("page_size", [1, 2, 3, 5])
+async def test_a_thread_lists_across_namespaces_when_ids_repeat(
+    mode: str, page_size: int, pg_dsn: str
+) -> None:
+    """Root rows (primary key) and subgraph rows (partial index) merge in (id, ns) order.
+
+    The same checkpoint id in several namespaces puts page boundaries between
+    rows of one id: no row may be skipped or repeated at any page size.
+    """
+    from .conftest import aurl_saver
+
+    async with aurl_saver(pg_dsn, page_size=page_size) as saver:
+        ids = [f"1f0{n:05d}-0000-6000-8000-000000000000" for n in range(6)]
+        placed = {  # id -> its namespaces
+            ids[0]: ["", "a"],
+            ids[1]: ["a", "b"],
+            ids[2]: [""],
+            ids[3]: ["", "a", "b", "c"],
+            ids[4]: ["b"],
+            ids[5]: ["", "c"],
+        }
+        expected = []
+        for cid, spaces in placed.items():
+            for ns in spaces:
+                cp = checkpoint({"n": cid[-3:] + ns}, {"n": "1"})
+                cp["id"] = cid
+                await call(mode, saver, "put", make_config("t", ns), cp, {"ns": ns}, {"n": "1"})
+                expected.append((cid, ns))
+        await chain(mode, saver, "other", 3)  # another thread in between
+        expected.sort(reverse=True)
+        got = await listing(mode, saver, {"configurable": {"thread_id": "t"}})
+        pairs = [
+            (t.config["configurable"]["checkpoint_id"], t.config["configurable"]["checkpoint_ns"])
+            for t in got
+        ]
+        assert pairs == expected
+        assert [t.metadata["ns"] for t in got] == [ns for _, ns in expected]
+        before = {"configurable": {"thread_id": "t", "checkpoint_id": ids[3]}}
+        got = await listing(mode, saver, {"configurable": {"thread_id": "t"}}, before=before)
+        assert [t.config["configurable"]["checkpoint_id"] for t in got] == [
+            cid for cid, _ in expected if cid < ids[3]
+        ]
+        got = await listing(mode, saver, {"configurable": {"thread_id": "t"}}, limit=4)
+        assert [(t.config["configurable"]["checkpoint_id"], t.metadata["ns"]) for t in got] == (
+            expected[:4]
+        )
+
+
 METADATA: list[dict[str, Any]] = [
     {"n": 1},
     {"n": 1.0},

@@ -28,7 +28,9 @@ reserved):
 
 Indexes: the three primary keys (every per-thread query and the thread
 operations are prefix scans of them), ``checkpoints(thread_id, checkpoint_id,
-checkpoint_ns)`` for listing a thread across namespaces newest first,
+checkpoint_ns) WHERE checkpoint_ns <> ''`` for listing a thread across
+namespaces newest first (merged with the root namespace's rows from the
+primary key; until version 8 this index covered every row),
 ``checkpoints(checkpoint_id, thread_id, checkpoint_ns)`` for listing every
 thread, a partial expression index on ``metadata ->> 'run_id'`` for
 ``delete_for_runs``, and a GIN index (``jsonb_path_ops``) on ``metadata`` for
@@ -156,6 +158,25 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         concurrent=True,
         index="checkpoint_blobs_base_idx",
+    ),
+    # Listing a thread across namespaces reads its root rows from the primary
+    # key and only the subgraph rows from an index of their own: a thread
+    # without subgraphs no longer pays a second full-width index entry per put
+    # (W2: 1.1 MB of 12.6 MB per 10,000 checkpoints).
+    Migration(
+        "checkpoints_thread_ns_idx",
+        (
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_thread_ns_idx "
+            "ON {schema}.checkpoints (thread_id, checkpoint_id, checkpoint_ns) "
+            "WHERE checkpoint_ns <> ''",
+        ),
+        concurrent=True,
+        index="checkpoints_thread_ns_idx",
+    ),
+    Migration(
+        "drop checkpoints_thread_id_idx",
+        ("DROP INDEX CONCURRENTLY IF EXISTS {schema}.checkpoints_thread_id_idx",),
+        concurrent=True,
     ),
 )
 

@@ -361,6 +361,10 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
             inner += f" ORDER BY {order}"
         if limit is not None:
             inner += f" LIMIT {limit}"
+        return self._read_from(inner, order)
+
+    def _read_from(self, inner: str, order: str | None) -> str:
+        """The rows of the query ``inner`` (aliased ``c``), values joined on, in ``order``."""
         text = f"SELECT {_READ_COLUMNS} FROM ({inner}) c {self._joins}"
         return text if order is None else f"{text} ORDER BY {order}"
 
@@ -407,16 +411,13 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
             # from numbers (metadata_matches); a missing key gives NULL, never true.
             where.append("c.metadata -> %s = %s::jsonb")
             params.extend([key, jsonb(value)])
-        if thread_id is not None and ns is not None:
+        if thread_id is not None and ns is None:
+            return self._thread_page(where, params, after, page)
+        if thread_id is not None:
             order = "c.checkpoint_id DESC"
             if after is not None:
                 where.append("c.checkpoint_id < %s")
                 params.append(after[0])
-        elif thread_id is not None:
-            order = "c.checkpoint_id DESC, c.checkpoint_ns DESC"
-            if after is not None:
-                where.append("(c.checkpoint_id, c.checkpoint_ns) < (%s, %s)")
-                params.extend([after[0], after[2]])
         else:
             order = "c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC"
             if after is not None:
@@ -424,3 +425,42 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
                 params.extend(after)
         params.append(page)
         return ListQuery(self._read(" AND ".join(where) or "true", order, "%s"), params)
+
+    def _thread_page(
+        self,
+        where: list[str],
+        params: list[Any],
+        after: tuple[str, str, str] | None,
+        page: int,
+    ) -> ListQuery:
+        """A page of one thread across its namespaces: root rows merged with the rest.
+
+        Root-namespace rows come from the primary key ``(thread_id,
+        checkpoint_ns, checkpoint_id)``; the others from the partial index
+        ``checkpoints_thread_ns_idx`` (``WHERE checkpoint_ns <> ''``), so a
+        thread without subgraphs (most of them) costs no second index on every
+        put. Each branch is already in ``(checkpoint_id, checkpoint_ns)`` DESC
+        order and stops at ``page`` rows; Postgres merges the two.
+        """
+        base = " AND ".join(where)
+        root = [base, "c.checkpoint_ns = ''"]
+        rest = [base, "c.checkpoint_ns <> ''"]
+        root_params, rest_params = list(params), list(params)
+        if after is not None:
+            cid, after_ns = after[0], after[2]
+            # Rows after (cid, after_ns) in this order: (id, ns) < (cid, after_ns).
+            # For a root row (ns '', the least string) that is id < cid, or
+            # id = cid when after_ns is not itself ''.
+            root.append("c.checkpoint_id <= %s" if after_ns else "c.checkpoint_id < %s")
+            root_params.append(cid)
+            rest.append("(c.checkpoint_id, c.checkpoint_ns) < (%s, %s)")
+            rest_params.extend([cid, after_ns])
+        order = "c.checkpoint_id DESC, c.checkpoint_ns DESC"
+        table = self.checkpoints
+        inner = (
+            f"(SELECT * FROM {table} c WHERE {' AND '.join(root)} "
+            "ORDER BY c.checkpoint_id DESC LIMIT %s) UNION ALL "
+            f"(SELECT * FROM {table} c WHERE {' AND '.join(rest)} ORDER BY {order} LIMIT %s)"
+        )
+        text = self._read_from(f"SELECT * FROM ({inner}) c ORDER BY {order} LIMIT %s", order)
+        return ListQuery(text, [*root_params, page, *rest_params, page, page])
