@@ -37,12 +37,14 @@ __all__ = [
     "Config",
     "PendingWrite",
     "address_fields",
+    "check_text",
     "copy_checkpoint",
     "empty_checkpoint",
     "make_config",
     "ns_join",
     "ns_parent",
     "ns_split",
+    "text_problem",
     "write_index",
 ]
 
@@ -190,6 +192,38 @@ class Address:
         return Address(self.thread_id, self.checkpoint_ns, checkpoint_id)
 
 
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a stored name (thread, namespace, id, channel, task), or None.
+
+    Every backend refuses the same names: a lone surrogate (not valid Unicode;
+    neither UTF-8 nor Postgres text can hold it) and U+0000 (Postgres text
+    cannot hold it). One rule for all, so a thread that can be stored in one
+    backend can be copied or imported into any other.
+    """
+    if value.isascii():
+        if "\x00" not in value:
+            return None
+    else:
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            return (
+                f"holds a lone surrogate {value[exc.start]!r} at position {exc.start} "
+                "(not valid Unicode text; decode the bytes it came from properly)"
+            )
+        if "\x00" not in value:
+            return None
+    return f"holds U+0000 (NUL) at position {value.index(chr(0))}"
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` if it can be a stored name (:func:`text_problem`), else ConfigError."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise ConfigError(f"{what} {value!r} {problem}; no backend can store it")
+    return value
+
+
 def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, str | None]:
     """``(thread_id, checkpoint_ns, checkpoint_id)`` of a config, as :meth:`Address.from_config`.
 
@@ -208,7 +242,15 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
             thread_id = conf.get("thread_id")
             ns = conf.get("checkpoint_ns") or ""
             cid = conf.get("checkpoint_id") or None
-            if type(thread_id) is str and type(ns) is str and (cid is None or type(cid) is str):
+            if (
+                type(thread_id) is str
+                and type(ns) is str
+                and (cid is None or type(cid) is str)
+                and thread_id.isascii()
+                and "\x00" not in thread_id
+                and (not ns or (ns.isascii() and "\x00" not in ns))
+                and (cid is None or (cid.isascii() and "\x00" not in cid))
+            ):
                 return thread_id, ns, cid
     elif not isinstance(config, Mapping):
         raise ConfigError(f"{what} must be a mapping, got {type(config).__name__}")
@@ -230,6 +272,10 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
     cid = conf.get("checkpoint_id") or None
     if cid is not None and not isinstance(cid, str):
         raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
+    check_text(thread_id, f"{what}: thread_id")
+    check_text(ns, f"{what}: checkpoint_ns")
+    if cid is not None:
+        check_text(cid, f"{what}: checkpoint_id")
     return thread_id, ns, cid
 
 

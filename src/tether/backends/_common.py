@@ -20,6 +20,7 @@ from tether.checkpoint import (
     Checkpoint,
     CheckpointMetadata,
     Config,
+    check_text,
     write_index,
 )
 from tether.errors import ConfigError, DecodeError
@@ -31,11 +32,13 @@ __all__ = [
     "EXCLUDED_METADATA_KEYS",
     "INLINE_TYPES",
     "WriteRow",
+    "check_channel_names",
     "check_checkpoint",
     "check_filter",
     "check_limit",
     "check_list_args",
     "check_prune",
+    "check_thread_id",
     "check_thread_ids",
     "decode_value",
     "dumps_json",
@@ -45,7 +48,6 @@ __all__ = [
     "metadata_matches",
     "prepare_writes",
     "split_channel_values",
-    "strip_nul",
     "write_sort_key",
 ]
 
@@ -68,8 +70,17 @@ EXCLUDED_METADATA_KEYS = frozenset(
 INLINE_TYPES: tuple[type, ...] = (str, int, float, bool, type(None))
 
 
-def strip_nul(value: str) -> str:
-    """Postgres text and JSONB cannot hold U+0000; every backend drops it from metadata."""
+def _meta_text(value: str, where: str) -> str:
+    """A metadata string as stored: U+0000 dropped (Postgres text and JSONB cannot
+    hold it; every backend drops it); a lone surrogate is a ConfigError."""
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise ConfigError(
+                f"metadata {where} {value!r} holds a lone surrogate {value[exc.start]!r} at "
+                f"position {exc.start}: not valid Unicode text, no backend can store it"
+            ) from None
     return value.replace("\x00", "") if "\x00" in value else value
 
 
@@ -82,7 +93,7 @@ def _json_safe(value: Any, path: str) -> Any:
     if kind in _PLAIN_SCALARS:  # the common case, without isinstance's ABC checks
         return value
     if kind is str:
-        return strip_nul(value)
+        return _meta_text(value, f"value at {path}")
     if kind is dict and not value:
         return {}
     if value is None or isinstance(value, bool | int):
@@ -92,13 +103,13 @@ def _json_safe(value: Any, path: str) -> Any:
             raise ConfigError(f"metadata value at {path} is {value!r}; JSON has no NaN/inf")
         return value
     if isinstance(value, str):
-        return strip_nul(value)
+        return _meta_text(value, f"value at {path}")
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ConfigError(f"metadata key {k!r} at {path} must be a string")
-            out[strip_nul(k)] = _json_safe(v, f"{path}.{k}")
+            out[_meta_text(k, f"key at {path}")] = _json_safe(v, f"{path}.{k}")
         return out
     if isinstance(value, list | tuple):
         return [_json_safe(v, f"{path}[{i}]") for i, v in enumerate(value)]
@@ -135,14 +146,16 @@ def merge_metadata(config: Config, metadata: CheckpointMetadata) -> dict[str, An
             ):
                 continue
             kind = type(v)
-            if kind is str:
-                out[key] = strip_nul(v)
-            elif kind is int or kind is bool:
-                out[key] = v
-            elif isinstance(v, str):
-                out[key] = strip_nul(v)
-            elif isinstance(v, bool | int) or (isinstance(v, float) and math.isfinite(v)):
-                out[key] = v
+            if kind is str or isinstance(v, str):
+                key = _meta_text(key, "key from the config")
+                out[key] = _meta_text(v, f"value of config key {key!r}")
+            elif (
+                kind is int
+                or kind is bool
+                or isinstance(v, bool | int)
+                or (isinstance(v, float) and math.isfinite(v))
+            ):
+                out[_meta_text(key, "key from the config")] = v
     return out
 
 
@@ -156,11 +169,11 @@ def _plain_metadata(metadata: Mapping[Any, Any]) -> dict[str, Any] | None:
     """
     out: dict[str, Any] = {}
     for k, v in metadata.items():
-        if type(k) is not str or "\x00" in k:
+        if type(k) is not str or "\x00" in k or not k.isascii():
             return None
         kind = type(v)
         if kind is str:
-            out[k] = v.replace("\x00", "") if "\x00" in v else v
+            out[k] = _meta_text(v, f"value at $.{k}")
         elif kind in _PLAIN_SCALARS:
             out[k] = v
         elif kind is dict and not v:
@@ -260,6 +273,9 @@ def check_checkpoint(checkpoint: Checkpoint, new_versions: ChannelVersions) -> N
         raise ConfigError(f"checkpoint {cid}: 'channel_values' must be a mapping")
     if type(new_versions) is not dict and not isinstance(new_versions, Mapping):
         raise ConfigError(f"checkpoint {cid}: new_versions must be a mapping")
+    if not (cid.isascii() and "\x00" not in cid):
+        check_text(cid, "checkpoint id")
+    check_channel_names(new_versions, cid)
     if new_versions.items() <= versions.items():
         return  # every new version is the checkpoint's (the common case, checked in C)
     for channel, version in new_versions.items():
@@ -270,6 +286,20 @@ def check_checkpoint(checkpoint: Checkpoint, new_versions: ChannelVersions) -> N
                 f"channel_versions[{channel!r}] = {have!r}; the value would be stored "
                 "under a version the checkpoint never reads"
             )
+
+
+def check_channel_names(new_versions: ChannelVersions, cid: str) -> None:
+    """Channel names and versions a put stores as keys: strings any backend can store."""
+    for channel, version in new_versions.items():
+        if type(channel) is not str or not channel.isascii() or "\x00" in channel:
+            if not isinstance(channel, str):
+                raise ConfigError(
+                    f"checkpoint {cid}: channel name {channel!r} must be a string, "
+                    f"got {type(channel).__name__}"
+                )
+            check_text(channel, f"checkpoint {cid}: channel name")
+        if type(version) is str and not (version.isascii() and "\x00" not in version):
+            check_text(version, f"checkpoint {cid}: version of channel {channel!r}")
 
 
 def split_channel_values(
@@ -345,6 +375,10 @@ def index_writes(
         raise ConfigError(f"task_id must be a non-empty string, got {task_id!r}")
     if not isinstance(task_path, str):
         raise ConfigError(f"task_path must be a string, got {task_path!r}")
+    if not (task_id.isascii() and "\x00" not in task_id):
+        check_text(task_id, "task_id")
+    if task_path and not (task_path.isascii() and "\x00" not in task_path):
+        check_text(task_path, f"task_path of task {task_id!r}")
     # One task per batch, so the index alone is the row's key (task_id, idx).
     rows: dict[int, tuple[int, str, Any]] = {}
     for position, item in enumerate(writes):
@@ -355,10 +389,13 @@ def index_writes(
                 f"write #{position} of task {task_id!r} must be a (channel, value) pair, "
                 f"got {item!r}"
             ) from None
-        if not isinstance(channel, str):
-            raise ConfigError(
-                f"write #{position} of task {task_id!r}: channel must be a string, got {channel!r}"
-            )
+        if type(channel) is not str or not channel.isascii() or "\x00" in channel:
+            if not isinstance(channel, str):
+                raise ConfigError(
+                    f"write #{position} of task {task_id!r}: channel must be a string, "
+                    f"got {channel!r}"
+                )
+            check_text(channel, f"write #{position} of task {task_id!r}: channel")
         idx = write_index(channel, position)
         rows[idx] = (idx, channel, value)
     return list(rows.values())
@@ -373,7 +410,12 @@ def check_thread_ids(thread_ids: Sequence[str], what: str = "thread_ids") -> lis
     """A list of thread ids; a bare string is refused (it would be split into chars)."""
     if isinstance(thread_ids, str | bytes):
         raise ConfigError(f"{what} must be a sequence of ids, got the string {thread_ids!r}")
-    return [str(t) for t in thread_ids]
+    return [check_text(str(t), f"{what}: id") for t in thread_ids]
+
+
+def check_thread_id(thread_id: Any, what: str = "thread_id") -> str:
+    """A thread id given on its own (delete_thread, copy_thread): as text, checked."""
+    return check_text(str(thread_id), what)
 
 
 def check_prune(strategy: str, keep: int) -> int:

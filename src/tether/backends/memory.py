@@ -56,9 +56,11 @@ from tether.backends._common import (
     EMPTY,
     EMPTY_TAG,
     EXCLUDED_METADATA_KEYS,
+    check_channel_names,
     check_checkpoint,
     check_list_args,
     check_prune,
+    check_thread_id,
     check_thread_ids,
     decode_value,
     index_writes,
@@ -520,6 +522,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             if not (
                 type(cid) is str
                 and cid
+                and cid.isascii()
+                and "\x00" not in cid
                 and type(versions) is dict
                 and type(values) is dict
                 and new_versions.items() <= versions.items()
@@ -550,6 +554,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         blobs: dict[tuple[str, str], _Blob] = {}
         needs: list[_Needs] | None = None
         for channel, v in new_versions.items():
+            if (
+                type(channel) is not str
+                or not channel.isascii()
+                or "\x00" in channel
+                or (type(v) is str and not (v.isascii() and "\x00" not in v))
+            ):
+                check_channel_names({channel: v}, cid)
             version = str(v)
             value = get(channel, EMPTY)
             kind = type(value)
@@ -663,7 +674,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        tid = str(thread_id)
+        tid = check_thread_id(thread_id)
         with self._lock:
             self._threads.pop(tid, None)
         self._forget([tid])
@@ -694,7 +705,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._forget(touched)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src_id, dst_id = str(source_thread_id), str(target_thread_id)
+        src_id = check_thread_id(source_thread_id, "source_thread_id")
+        dst_id = check_thread_id(target_thread_id, "target_thread_id")
         if src_id == dst_id:
             raise ConfigError(f"copy_thread: source and target are the same thread {src_id!r}")
         with self._lock:

@@ -934,6 +934,77 @@ class SaverContract(HistoryContract):
                 await driver.put(config, cp, {}, {"a": "1"})
         assert await driver.list(None) == []
 
+    @pytest.mark.parametrize(("bad", "problem"), [("x\ud800", "lone surrogate"), ("x\x00", "NUL")])
+    async def test_names_no_backend_can_store_are_refused(
+        self, driver: Driver, bad: str, problem: str
+    ) -> None:
+        """A lone surrogate or U+0000 in a name: ConfigError naming the field, on every backend.
+
+        Postgres text holds neither, UTF-8 cannot encode a lone surrogate; one
+        rule everywhere keeps every stored thread copyable to any backend.
+        """
+        good = await Line(driver, "t").step({"a": 1})
+        cp = new_checkpoint({"a": 2}, {"a": "2"})
+        addresses: dict[str, Any] = {
+            "thread_id": make_config(bad),
+            "checkpoint_ns": make_config("t", bad),
+            "checkpoint_id": make_config("t", "", bad),
+        }
+        for field, config in addresses.items():
+            with pytest.raises(ConfigError, match=f"{field}.*{problem}"):
+                await driver.get_tuple(config)
+            with pytest.raises(ConfigError, match=f"{field}.*{problem}"):
+                await driver.put(config, cp, {}, {"a": "2"})
+            with pytest.raises(ConfigError, match=f"{field}.*{problem}"):
+                await driver.list(config)
+        named = new_checkpoint({bad: 1}, {bad: "1"})
+        with pytest.raises(ConfigError, match=f"channel name.*{problem}"):
+            await driver.put(make_config("t"), named, {}, {bad: "1"})
+        bad_version = new_checkpoint({"a": 1}, {"a": bad})
+        with pytest.raises(ConfigError, match=f"version of channel 'a'.*{problem}"):
+            await driver.put(make_config("t"), bad_version, {}, {"a": bad})
+        bad_id = new_checkpoint({"a": 1}, {"a": "3"})
+        bad_id["id"] = bad
+        with pytest.raises(ConfigError, match=f"checkpoint id.*{problem}"):
+            await driver.put(make_config("t"), bad_id, {}, {"a": "3"})
+        with pytest.raises(ConfigError, match=f"task_id.*{problem}"):
+            await driver.put_writes(good, [("x", 1)], bad)
+        with pytest.raises(ConfigError, match=f"task_path.*{problem}"):
+            await driver.put_writes(good, [("x", 1)], "task", bad)
+        with pytest.raises(ConfigError, match=f"channel.*{problem}"):
+            await driver.put_writes(good, [(bad, 1)], "task")
+        with pytest.raises(ConfigError, match=problem):
+            await driver.delete_thread(bad)
+        with pytest.raises(ConfigError, match=problem):
+            await driver.copy_thread("t", bad)
+        with pytest.raises(ConfigError, match=problem):
+            await driver.prune(["t", bad])
+        with pytest.raises(ConfigError, match=problem):
+            await driver.delete_for_runs([bad])
+        # nothing was written, and the thread is intact
+        assert [t.config for t in await driver.list(None)] == [good]
+        assert (await driver.get(good)).pending_writes == []
+
+    async def test_metadata_with_a_lone_surrogate_is_refused(self, driver: Driver) -> None:
+        for bad in ({"k": "a\udc80"}, {"k\udc80": 1}, {"k": ["ok", {"deep": "\ud83d"}]}):
+            with pytest.raises(ConfigError, match=r"metadata.*lone surrogate"):
+                await driver.put(make_config("t"), new_checkpoint({}, {}), bad, {})
+        config = {"configurable": {"thread_id": "t", "user": "\ud800"}}
+        with pytest.raises(ConfigError, match=r"config key 'user'.*lone surrogate"):
+            await driver.put(config, new_checkpoint({}, {}), {}, {})
+        assert await driver.list(None) == []
+        # non-ASCII text that is valid Unicode is stored as it is, names included
+        cfg = await driver.put(
+            make_config("fil-ü-日本"),
+            new_checkpoint({"é": 1}, {"é": "1"}),
+            {"k": "ü😀"},
+            {"é": "1"},
+        )
+        got = await driver.get(cfg)
+        assert got.metadata == {"k": "ü😀"}
+        assert got.checkpoint["channel_values"] == {"é": 1}
+        assert got.config["configurable"]["thread_id"] == "fil-ü-日本"
+
     async def test_bad_checkpoints_are_config_errors(self, driver: Driver) -> None:
         no_id: Any = new_checkpoint({"a": 1}, {"a": "1"})
         del no_id["id"]

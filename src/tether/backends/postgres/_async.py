@@ -41,6 +41,7 @@ from psycopg_pool import AsyncConnectionPool
 from tether.backends._common import (
     check_list_args,
     check_prune,
+    check_thread_id,
     check_thread_ids,
     loads_json,
     metadata_matches,
@@ -348,7 +349,7 @@ class _AsyncPostgresCore:
             self._appends.forget_threads(thread_ids)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        tid = str(thread_id)
+        tid = check_thread_id(thread_id)
         await self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
         self._forget([tid])
 
@@ -373,7 +374,8 @@ class _AsyncPostgresCore:
         await self._run(f"delete_for_runs {runs!r}", op)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src, dst = str(source_thread_id), str(target_thread_id)
+        src = check_thread_id(source_thread_id, "source_thread_id")
+        dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
         what = f"copy_thread {src!r} -> {dst!r}"
@@ -518,7 +520,7 @@ class _AsyncPostgresCore:
         wait: bool,
         timeout: float | None,  # noqa: ASYNC109 -- a lock wait, not an I/O timeout
     ) -> AsyncIterator[None]:
-        tid = str(thread_id)
+        tid = check_thread_id(thread_id)
         key = self._sql.lease_key(tid)
         if tid in self._leases:
             raise ThreadBusyError(

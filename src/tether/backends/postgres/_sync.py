@@ -39,6 +39,7 @@ from psycopg_pool import ConnectionPool
 from tether.backends._common import (
     check_list_args,
     check_prune,
+    check_thread_id,
     check_thread_ids,
     loads_json,
     metadata_matches,
@@ -346,7 +347,7 @@ class _PostgresCore:
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        tid = str(thread_id)
+        tid = check_thread_id(thread_id)
         self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
         self._forget([tid])
 
@@ -371,7 +372,8 @@ class _PostgresCore:
         self._run(f"delete_for_runs {runs!r}", op)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src, dst = str(source_thread_id), str(target_thread_id)
+        src = check_thread_id(source_thread_id, "source_thread_id")
+        dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
         what = f"copy_thread {src!r} -> {dst!r}"
@@ -516,7 +518,7 @@ class _PostgresCore:
         wait: bool,
         timeout: float | None,
     ) -> Iterator[None]:
-        tid = str(thread_id)
+        tid = check_thread_id(thread_id)
         key = self._sql.lease_key(tid)
         if tid in self._leases:
             raise ThreadBusyError(

@@ -46,6 +46,7 @@ from tether.backends._common import (
     check_checkpoint,
     check_list_args,
     check_prune,
+    check_thread_id,
     check_thread_ids,
     dumps_json,
     loads_json,
@@ -589,8 +590,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        self._write(self._delete_threads, [str(thread_id)])
-        self._forget([str(thread_id)])
+        tid = check_thread_id(thread_id)
+        self._write(self._delete_threads, [tid])
+        self._forget([tid])
 
     @staticmethod
     def _delete_threads(conn: sqlite3.Connection, thread_ids: _List[str]) -> None:
@@ -629,7 +631,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         return threads
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src, dst = str(source_thread_id), str(target_thread_id)
+        src = check_thread_id(source_thread_id, "source_thread_id")
+        dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
         self._write(self._copy_thread, src, dst)
