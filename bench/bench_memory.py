@@ -2,7 +2,9 @@
 
     python -m bench memory            (or: python -m bench.bench_memory [--quick])
 
-W1 chat (N = 100, 300) and W2 (2,000 threads x 5) from :mod:`bench._workloads`.
+W1 chat (N = 100, 300) and W2 (2,000 threads x 5) from :mod:`bench._workloads`,
+and W2's put and ``get_tuple`` of one tiny state in microseconds (1,000 of
+each per round, the two savers in alternating order, median of the rounds).
 tether's in-memory saver serializes everything it stores (no aliasing, the
 same allowlist as the persistent backends), as LangGraph's does for values.
 Ratios are official / tether (above 1: tether is faster or smaller).
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import gc
 import json
+import statistics
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +65,47 @@ def _retained_mb(factory: Callable[[], Any], n: int) -> float:
     finally:
         tracemalloc.stop()
     return held / 1e6
+
+
+def _put_get_us(saver: Any, thread_id: str, n: int) -> tuple[float, float]:
+    """Mean microseconds of ``n`` W2 puts (three tiny channels) and ``n`` reads of the latest."""
+    clock = time.perf_counter
+    cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    prev = None
+    spent = 0.0
+    for i in range(n):
+        ckpt = _checkpoint(prev)
+        new_versions = _advance(saver, ckpt, {"step": i, "user": "user-1", "flag": i % 2 == 0})
+        metadata = {"source": "loop", "step": i, "parents": {}}
+        t0 = clock()
+        cfg = saver.put(cfg, ckpt, metadata, new_versions)
+        spent += clock() - t0
+        prev = ckpt
+    get = saver.get_tuple
+    t0 = clock()
+    for _ in range(n):
+        get(cfg)
+    return spent / n * 1e6, (clock() - t0) / n * 1e6
+
+
+def put_get(rounds: int, n: int) -> dict[str, dict[str, float]]:
+    """put / get_tuple / both, each saver's median over ``rounds`` rounds taken in turns."""
+    savers = {"tether": InMemorySaver(), "langgraph": OfficialInMemorySaver()}
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in savers}
+    for r in range(rounds + 1):
+        for name in list(savers) if r % 2 == 0 else list(savers)[::-1]:
+            gc.collect()
+            result = _put_get_us(savers[name], f"pg-{r}", n)
+            if r:  # round 0 warms both up
+                got[name].append(result)
+    return {
+        name: {
+            "put_us": statistics.median(p for p, _ in runs),
+            "get_us": statistics.median(g for _, g in runs),
+            "put_get_us": statistics.median(p + g for p, g in runs),
+        }
+        for name, runs in got.items()
+    }
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:
@@ -106,6 +151,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "ratio": ratio(t["puts_per_s"], o["puts_per_s"]),
         }
     )
+    pg = put_get(rounds=3 if quick else 9, n=300 if quick else 1000)
+    for metric in ("put_us", "get_us", "put_get_us"):
+        t_us, o_us = pg["tether"][metric], pg["langgraph"][metric]
+        rows.append(
+            {
+                "workload": "W2 one tiny state",
+                "metric": metric,
+                "tether": round(t_us, 2),
+                "langgraph": round(o_us, 2),
+                "ratio": ratio(o_us, t_us),
+            }
+        )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "memory.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
     return rows
