@@ -194,23 +194,6 @@ def w2_puts(saver: Saver, threads: int, per_thread: int = 5) -> Iterator[float]:
         yield elapsed
 
 
-def w2_reads(saver: Saver, threads: int, per_thread: int, elapsed: float) -> dict[str, float]:
-    """W2's figures once its puts took ``elapsed`` seconds: puts/s, get_tuple latency."""
-    rng = random.Random(1)
-    picks = [rng.randrange(threads) for _ in range(200)]
-    times = []
-    for t in picks:
-        cfg = {"configurable": {"thread_id": f"w2-{t}", "checkpoint_ns": ""}}
-        s = time.perf_counter()
-        got = saver.get_tuple(cfg)
-        times.append(time.perf_counter() - s)
-        assert got is not None
-    return {
-        "puts_per_s": threads * per_thread / elapsed,
-        "get_ms": statistics.median(times) * 1000,
-    }
-
-
 def w2_pair(
     savers: dict[str, Saver], threads: int, per_thread: int = 5
 ) -> dict[str, dict[str, float]]:
@@ -234,12 +217,6 @@ def w2_pair(
         }
         for name in savers
     }
-
-
-def w2_threads(saver: Saver, threads: int, per_thread: int = 5) -> dict[str, float]:
-    """Puts per second over T threads x 5 checkpoints; get_tuple latency of random threads."""
-    elapsed = sum(w2_puts(saver, threads, per_thread))
-    return w2_reads(saver, threads, per_thread, elapsed)
 
 
 def interleave(steppers: dict[str, Iterator[float]]) -> dict[str, list[float]]:
