@@ -272,10 +272,11 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
     cid = conf.get("checkpoint_id") or None
     if cid is not None and not isinstance(cid, str):
         raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
-    check_text(thread_id, f"{what}: thread_id")
-    check_text(ns, f"{what}: checkpoint_ns")
+    # A str subclass (an enum's str mixin, a label type) is addressed by its text.
+    thread_id = check_text(str.__str__(thread_id), f"{what}: thread_id")
+    ns = check_text(str.__str__(ns), f"{what}: checkpoint_ns")
     if cid is not None:
-        check_text(cid, f"{what}: checkpoint_id")
+        cid = check_text(str.__str__(cid), f"{what}: checkpoint_id")
     return thread_id, ns, cid
 
 

@@ -31,6 +31,10 @@ def version_major(version: ChannelVersion | None) -> int:
         return version
     if isinstance(version, float):
         return int(version)
+    if not isinstance(version, str):
+        raise ConfigError(
+            f"channel version must be int, float or str, got {type(version).__name__} {version!r}"
+        )
     head = version.split(".", 1)[0]
     try:
         return int(head)

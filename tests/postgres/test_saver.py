@@ -436,3 +436,29 @@ async def test_a_connection_without_autocommit_commits_every_operation(
             conn.close()
         else:
             await conn.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_key_too_large_for_an_index_is_a_config_error(mode: str, pg_dsn: str) -> None:
+    """ProgramLimitExceeded is an OperationalError to psycopg, but no connection failed.
+
+    It used to surface as StorageUnavailable ("retry") and was retried once.
+    """
+    import os
+
+    from psycopg import errors as pg_errors
+
+    from tether.backends.postgres._errors import is_retryable
+
+    from .conftest import aurl_saver
+
+    async with aurl_saver(pg_dsn) as saver:
+        huge = os.urandom(8000).hex()  # 16,000 characters that do not compress
+        cp = checkpoint({"a": 1}, {"a": "1"})
+        with pytest.raises(ConfigError, match="too large for Postgres") as info:
+            await call(mode, saver, "put", make_config(huge), cp, {}, {"a": "1"})
+        assert isinstance(info.value.__cause__, pg_errors.ProgramLimitExceeded)
+        assert not is_retryable(info.value.__cause__)
+        assert len(str(info.value)) < 1000  # the thread id is not quoted whole
+        await chain(mode, saver, "t", 2)  # the saver and its pool go on
+        assert await listing(mode, saver, None, limit=5) != []

@@ -31,6 +31,7 @@ __all__ = [
     "EMPTY_TAG",
     "EXCLUDED_METADATA_KEYS",
     "INLINE_TYPES",
+    "MAX_METADATA_DEPTH",
     "WriteRow",
     "check_channel_names",
     "check_checkpoint",
@@ -72,7 +73,10 @@ INLINE_TYPES: tuple[type, ...] = (str, int, float, bool, type(None))
 
 def _meta_text(value: str, where: str) -> str:
     """A metadata string as stored: U+0000 dropped (Postgres text and JSONB cannot
-    hold it; every backend drops it); a lone surrogate is a ConfigError."""
+    hold it; every backend drops it); a lone surrogate is a ConfigError. A str
+    subclass (an enum's str mixin, a label type) is stored as the plain str."""
+    if type(value) is not str:
+        value = str.__str__(value)
     if not value.isascii():
         try:
             value.encode()
@@ -87,7 +91,12 @@ def _meta_text(value: str, where: str) -> str:
 _PLAIN_SCALARS = frozenset({int, bool, type(None)})
 
 
-def _json_safe(value: Any, path: str) -> Any:
+#: Metadata (and filter values) nested deeper than this is refused: JSON that
+#: deep is a mistake, and Python's recursion limit would end the walk anyway.
+MAX_METADATA_DEPTH = 64
+
+
+def _json_safe(value: Any, path: str, depth: int = 0) -> Any:
     """Check that ``value`` is plain JSON (metadata must be queryable in SQL)."""
     kind = type(value)
     if kind in _PLAIN_SCALARS:  # the common case, without isinstance's ABC checks
@@ -104,15 +113,21 @@ def _json_safe(value: Any, path: str) -> Any:
         return value
     if isinstance(value, str):
         return _meta_text(value, f"value at {path}")
+    if isinstance(value, Mapping | list | tuple) and depth >= MAX_METADATA_DEPTH:
+        where = path if len(path) <= 200 else path[:200] + "..."
+        raise ConfigError(
+            f"metadata at {where} is nested more than {MAX_METADATA_DEPTH} levels deep; "
+            "store a flatter value"
+        )
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ConfigError(f"metadata key {k!r} at {path} must be a string")
-            out[_meta_text(k, f"key at {path}")] = _json_safe(v, f"{path}.{k}")
+            out[_meta_text(k, f"key at {path}")] = _json_safe(v, f"{path}.{k}", depth + 1)
         return out
     if isinstance(value, list | tuple):
-        return [_json_safe(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_json_safe(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     raise ConfigError(
         f"metadata value at {path} has type {type(value).__name__}; metadata is stored "
         "as JSON, use str, int, float, bool, None, lists or dicts of them"
@@ -179,7 +194,7 @@ def _plain_metadata(metadata: Mapping[Any, Any]) -> dict[str, Any] | None:
         elif kind is dict and not v:
             out[k] = {}
         else:
-            out[k] = _json_safe(v, f"$.{k}")
+            out[k] = _json_safe(v, f"$.{k}", 1)
     return out
 
 
@@ -228,7 +243,8 @@ def check_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     for k, v in filter.items():
         if not isinstance(k, str):
             raise ConfigError(f"filter key {k!r} must be a string (a top-level metadata key)")
-        out[k] = _json_safe(v, f"filter[{k!r}]")
+        # As stored metadata keys: NUL dropped, a lone surrogate refused.
+        out[_meta_text(k, "filter key")] = _json_safe(v, f"filter[{k!r}]", 1)
     return out
 
 
@@ -298,8 +314,15 @@ def check_channel_names(new_versions: ChannelVersions, cid: str) -> None:
                     f"got {type(channel).__name__}"
                 )
             check_text(channel, f"checkpoint {cid}: channel name")
-        if type(version) is str and not (version.isascii() and "\x00" not in version):
-            check_text(version, f"checkpoint {cid}: version of channel {channel!r}")
+        kind = type(version)
+        if isinstance(version, str):
+            if not (version.isascii() and "\x00" not in version):
+                check_text(version, f"checkpoint {cid}: version of channel {channel!r}")
+        elif kind is not int and kind is not float:
+            raise ConfigError(
+                f"checkpoint {cid}: version of channel {channel!r} must be an int, float or "
+                f"str (as get_next_version returns), got {kind.__name__} {version!r}"
+            )
 
 
 def split_channel_values(
@@ -314,6 +337,8 @@ def split_channel_values(
     """
     head: dict[str, Any] = dict(checkpoint)
     values = head.pop("channel_values", None)
+    if type(head["id"]) is not str:  # a str subclass (check_checkpoint allowed it)
+        head["id"] = str.__str__(head["id"])
     blobs: dict[str, tuple[str, Any]] = {}
     for channel, version in new_versions.items():
         blobs[channel] = (str(version), values.get(channel, EMPTY) if values else EMPTY)
@@ -381,7 +406,14 @@ def index_writes(
         check_text(task_path, f"task_path of task {task_id!r}")
     # One task per batch, so the index alone is the row's key (task_id, idx).
     rows: dict[int, tuple[int, str, Any]] = {}
-    for position, item in enumerate(writes):
+    try:
+        items = enumerate(writes)
+    except TypeError:
+        raise ConfigError(
+            f"writes of task {task_id!r} must be a sequence of (channel, value) pairs, "
+            f"got {type(writes).__name__}"
+        ) from None
+    for position, item in items:
         try:
             channel, value = item
         except (TypeError, ValueError):

@@ -56,6 +56,7 @@ from tether.backends._common import (
     EMPTY,
     EMPTY_TAG,
     EXCLUDED_METADATA_KEYS,
+    MAX_METADATA_DEPTH,
     check_channel_names,
     check_checkpoint,
     check_list_args,
@@ -79,7 +80,7 @@ from tether.checkpoint import (
     PendingWrite,
     address_fields,
 )
-from tether.errors import ConfigError, DecodeError, StorageError
+from tether.errors import ConfigError, DecodeError, StorageError, TetherError
 from tether.serde._ext import PASSTHROUGH
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.serde.msgpack import MsgpackSerializer
@@ -351,7 +352,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     }
                 },
                 head,
-                ormsgpack.unpackb(metadata),
+                _unpack_metadata(metadata),
                 {
                     "configurable": {
                         "thread_id": tid,
@@ -477,7 +478,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 row = space.checkpoints.get(cid) if space else None
                 if space is None or row is None:
                     continue  # deleted since the listing started
-                if want and not metadata_matches(ormsgpack.unpackb(row[_METADATA]), want):
+                if want and not metadata_matches(_unpack_metadata(row[_METADATA]), want):
                     continue
                 values, parts = space.read(row)
                 writes = space.sorted_writes(cid)
@@ -535,12 +536,14 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             values = head.pop("channel_values", _NO_VALUES)
             cid = head["id"]
             versions = head["channel_versions"]
+        if type(cid) is not str:  # a str subclass: stored as the plain str
+            cid = head["id"] = str.__str__(cid)
         fast = _packed_metadata(config, metadata)
         if fast is not None:
             meta_data, run_id = fast
         else:
             meta = merge_metadata(config, metadata)
-            meta_data = ormsgpack.packb(meta)
+            meta_data = _pack_metadata(meta)
             run_id = meta.get("run_id")
         get = values.get if values else _NO_VALUES.get
         serde = self.serde
@@ -558,7 +561,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 type(channel) is not str
                 or not channel.isascii()
                 or "\x00" in channel
-                or (type(v) is str and not (v.isascii() and "\x00" not in v))
+                or (type(v) is not int and (type(v) is not str or not v.isascii() or "\x00" in v))
             ):
                 check_channel_names({channel: v}, cid)
             version = str(v)
@@ -581,7 +584,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             if value is EMPTY:
                 blobs[(channel, version)] = _EMPTY_BLOB
                 continue
-            tag, data = dumps(value)
+            try:
+                tag, data = dumps(value)
+            except TetherError:
+                # A bad name or version later in new_versions is reported
+                # first, as the backends that check them all up front do.
+                check_channel_names(new_versions, cid)
+                raise
             # Short or non-list values are stored whole (plan() would say so too).
             if appends is None or tag != "msgpack" or len(data) < appends.min_bytes:
                 blobs[(channel, version)] = (tag, data, None)
@@ -821,6 +830,13 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
     # writes no float32 for a Python float.)
     if 0xCB in data or 0xC4 in data or 0xC5 in data or 0xC6 in data:
         return None
+    # Every level of nesting takes a byte: short metadata cannot be nested
+    # deeper than merge_metadata allows; longer metadata with a nested
+    # container takes the general path, which checks the depth.
+    if len(data) > MAX_METADATA_DEPTH:
+        for nested in metadata.values():
+            if type(nested) in _NESTED and nested:
+                return None
     # A NUL in a str (merge_metadata strips it) packs as a 0 byte, and so does
     # the int 0 (step 0). Only then look at the strings, at the top level;
     # a nested container then takes the general path.
@@ -831,6 +847,36 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
             if "\x00" in key or (kind is str and "\x00" in value) or (kind in _NESTED and value):
                 return None
     return data, run_id
+
+
+# Metadata is JSON (merge_metadata checked it), whose integers have no size
+# limit; MessagePack's stop at 64 bits. Larger ones are kept as an ext type
+# holding their decimal digits.
+_EXT_BIG_INT: Final = 1
+
+
+def _big_int(obj: Any) -> ormsgpack.Ext:
+    if type(obj) is int:
+        return ormsgpack.Ext(_EXT_BIG_INT, str(obj).encode())
+    raise TypeError(f"metadata value of type {type(obj).__name__}")  # merge_metadata refused it
+
+
+def _read_ext(code: int, data: bytes) -> Any:
+    if code == _EXT_BIG_INT:
+        return int(data)
+    raise DecodeError(f"stored metadata holds an unknown MessagePack ext type {code}")
+
+
+def _pack_metadata(meta: dict[str, Any]) -> bytes:
+    """Stored metadata: plain MessagePack, integers beyond 64 bits as ext 1."""
+    try:
+        return _packb(meta)
+    except TypeError:
+        return _packb(meta, default=_big_int, option=ormsgpack.OPT_PASSTHROUGH_BIG_INT)
+
+
+def _unpack_metadata(data: bytes) -> Any:
+    return _unpackb(data, ext_hook=_read_ext)
 
 
 def _size(tag: str | None, data: Any, boxed: bool = False) -> int:

@@ -1005,6 +1005,68 @@ class SaverContract(HistoryContract):
         assert got.checkpoint["channel_values"] == {"é": 1}
         assert got.config["configurable"]["thread_id"] == "fil-ü-日本"
 
+    async def test_metadata_integers_of_any_size_round_trip_and_filter(
+        self, driver: Driver
+    ) -> None:
+        """JSON integers have no size limit; MessagePack's and SQLite's stop at 64 bits."""
+        big = {"n": 10**30, "neg": -(10**25), "nested": [{"x": 2**64}], "small": 5}
+        cfg = await driver.put(make_config("t"), new_checkpoint({}, {}), big, {})
+        got: dict[str, Any] = dict((await driver.get(cfg)).metadata)
+        assert got == big
+        assert type(got["n"]) is int
+        assert await driver.ids(None, filter={"n": 10**30}) == [cid(cfg)]
+        assert await driver.ids(None, filter={"n": 10**30 + 1}) == []
+        assert await driver.ids(make_config("t"), filter={"nested": [{"x": 2**64}]}) == [cid(cfg)]
+
+    async def test_metadata_numbers_keep_their_type(self, driver: Driver) -> None:
+        """A float stays a float (JSONB's numeric gave 1e16 back as an int), an int an int."""
+        numbers = {"a": 1e16, "b": 2.5e16, "c": 1.0, "d": 1e-7, "e": 10**20, "f": 1e308, "g": 7}
+        cfg = await driver.put(make_config("t"), new_checkpoint({}, {}), {"n": numbers}, {})
+        got = dict((await driver.get(cfg)).metadata)["n"]
+        assert got == numbers
+        assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in numbers.items()}
+        assert await driver.ids(None, filter={"n": numbers}) == [cid(cfg)]
+
+    async def test_metadata_nested_too_deep_is_refused(self, driver: Driver) -> None:
+        def nest(depth: int) -> Any:
+            value: Any = 1
+            for _ in range(depth):
+                value = [value]
+            return value
+
+        cfg = await driver.put(make_config("t"), new_checkpoint({}, {}), {"ok": nest(60)}, {})
+        assert (await driver.get(cfg)).metadata == {"ok": nest(60)}
+        for depth in (65, 5000):  # 5000: past Python's recursion limit
+            with pytest.raises(ConfigError, match="nested more than 64 levels"):
+                await driver.put(make_config("t"), new_checkpoint({}, {}), {"x": nest(depth)}, {})
+            with pytest.raises(ConfigError, match="nested more than 64 levels"):
+                await driver.list(None, filter={"x": nest(depth)})
+        assert [t.config for t in await driver.list(None)] == [cfg]
+
+    async def test_versions_must_be_int_float_or_str(self, driver: Driver) -> None:
+        bad: Any
+        for bad in (None, [1], True, {"v": 1}):
+            cp = new_checkpoint({"a": 1}, {"a": bad})
+            with pytest.raises(ConfigError, match="version of channel 'a' must be"):
+                await driver.put(make_config("t"), cp, {}, {"a": bad})
+            not_a_version: Any = bad if bad is not None else [None]
+            with pytest.raises(ConfigError, match="channel version must be"):
+                driver.saver.get_next_version(not_a_version, None)
+        for good in (3, 2.5, "00000000000000000000000000000004.0.5"):
+            cp = new_checkpoint({"a": good}, {"a": good})
+            cfg = await driver.put(make_config(f"t-{good}"), cp, {}, {"a": good})
+            assert (await driver.get(cfg)).checkpoint["channel_values"] == {"a": good}
+
+    async def test_writes_must_be_a_sequence_of_pairs(self, driver: Driver) -> None:
+        cfg = await Line(driver, "t").step({"a": 1})
+        not_writes: Any
+        for not_writes in (5, None, object()):
+            with pytest.raises(ConfigError, match="sequence of \\(channel, value\\) pairs"):
+                await driver.put_writes(cfg, not_writes, "task")
+        pairs: Any = (pair for pair in [("x", 1), ("y", 2)])  # any iterable of pairs
+        await driver.put_writes(cfg, pairs, "task")
+        assert (await driver.get(cfg)).pending_writes == [("task", "x", 1), ("task", "y", 2)]
+
     async def test_bad_checkpoints_are_config_errors(self, driver: Driver) -> None:
         no_id: Any = new_checkpoint({"a": 1}, {"a": "1"})
         del no_id["id"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -54,6 +55,48 @@ TailFallback = tuple[int, tuple[str, str, str], Row]
 #: Strings up to this length are kept inline in the checkpoint row; longer
 #: ones go to blobs, where an unchanged value is stored once, not per step.
 INLINE_MAX_CHARS = 256
+
+
+def metadata_json(meta: dict[str, Any]) -> str:
+    """Metadata as JSON text whose floats come back from JSONB as floats.
+
+    JSONB stores numbers as ``numeric``: a float JSON writes in exponent form
+    with no fraction (``1e+16``, ``2.5e+16``) is read back as an integer. Such
+    floats are written positionally with a ``.0`` (the digits of their
+    shortest repr, which read back as the same float), which ``numeric``
+    keeps as a fraction.
+    """
+    text = dumps_json(meta)
+    if "e+" not in text and "E+" not in text:
+        return text  # no float in exponent form is integral below 1e16
+    out: list[str] = []
+    _write_json(meta, out)
+    return "".join(out)
+
+
+def _write_json(value: Any, out: list[str]) -> None:
+    if isinstance(value, dict):
+        out.append("{")
+        for i, (key, item) in enumerate(value.items()):
+            if i:
+                out.append(",")
+            out.append(dumps_json(key))
+            out.append(":")
+            _write_json(item, out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            _write_json(item, out)
+        out.append("]")
+    elif type(value) is float and "e" in (text := repr(value)) and value == int(value):
+        # The shortest repr's digits, positionally: the same decimal that JSON
+        # writes (a filter's "1e+308" equals it), and it reads back as the float.
+        out.append(format(Decimal(text), "f") + ".0")
+    else:
+        out.append(dumps_json(value))
 
 
 def jsonb(value: Any) -> Jsonb:
@@ -141,7 +184,7 @@ def encode_put(
         if plan.fallback is not None:
             tails.append((len(channels) - 1, key, plan.fallback))
     head["channel_values"] = inline_values
-    cid = checkpoint["id"]
+    cid = head["id"]
     try:
         head_text = dumps_json(head)
     except (TypeError, ValueError) as exc:
@@ -155,7 +198,7 @@ def encode_put(
         "checkpoint_id": cid,
         "parent_id": addr.checkpoint_id,
         "checkpoint": head_text,
-        "metadata": dumps_json(meta),
+        "metadata": metadata_json(meta),
         "channels": channels,
         "versions": versions,
         "types": types,

@@ -7,6 +7,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
 from tether.errors import (
+    ConfigError,
     ConflictError,
     StorageError,
     StorageTimeout,
@@ -22,13 +23,21 @@ def is_retryable(exc: BaseException) -> bool:
 
     A timeout is not retried: the caller set the limit on purpose.
     """
-    if isinstance(exc, PoolTimeout | pg_errors.QueryCanceled | pg_errors.LockNotAvailable):
+    if isinstance(
+        exc,
+        PoolTimeout
+        | pg_errors.QueryCanceled
+        | pg_errors.LockNotAvailable
+        | pg_errors.ProgramLimitExceeded,
+    ):
         return False
     return isinstance(exc, psycopg.OperationalError)
 
 
 def translate(exc: psycopg.Error, what: str) -> TetherError:
     """The tether error for a driver error raised while doing ``what``."""
+    if len(what) > 300:  # it may quote a (huge) thread id
+        what = what[:300] + "..."
     detail = f"{type(exc).__name__}: {str(exc).strip()}"
     if isinstance(exc, PoolTimeout):
         return StorageTimeout(
@@ -44,6 +53,14 @@ def translate(exc: psycopg.Error, what: str) -> TetherError:
         return StorageTimeout(f"{what}: a lock was not granted in time ({detail})")
     if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
         return ConflictError(f"{what}: a concurrent transaction conflicted ({detail}); retry")
+    if isinstance(exc, pg_errors.ProgramLimitExceeded):
+        # An OperationalError subclass, but nothing failed: a value is larger
+        # than Postgres can take, so the same call would fail again.
+        return ConfigError(
+            f"{what}: a value is too large for Postgres ({detail}); an index entry holds "
+            "at most about 2,700 bytes, so a thread id, namespace, checkpoint id, channel "
+            "name, version or task id that long (and incompressible) cannot be stored"
+        )
     if isinstance(exc, pg_errors.UndefinedTable):
         return StorageError(
             f"{what}: the tether tables do not exist ({detail}); call saver.setup() once "

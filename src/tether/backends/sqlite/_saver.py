@@ -210,6 +210,10 @@ def _filter_clause(key: str, want: Any) -> tuple[str, list[Any]]:
         return head + "m.type = 'true')", [key]
     if want is False:
         return head + "m.type = 'false')", [key]
+    if isinstance(want, int) and not -(2**63) <= want < 2**63:
+        # SQLite integers are 64-bit (json_each gives such a number as a real):
+        # narrow by type only; metadata_matches compares the exact value.
+        return head + "m.type IN ('integer', 'real'))", [key]
     if isinstance(want, int | float):
         return head + "m.type IN ('integer', 'real') AND m.value = ?)", [key, want]
     if isinstance(want, str):
@@ -472,7 +476,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         serde, codec = self.serde, self.codec
         appends = self._appends if supports(serde) else None
         # Serialize before taking the write lock: it is the expensive part.
-        tid, ns, cid = addr.thread_id, addr.checkpoint_ns, checkpoint["id"]
+        tid, ns, cid = addr.thread_id, addr.checkpoint_ns, head["id"]
         blob_rows: _List[tuple[Any, ...]] = []
         needs: _List[_Needs] = []
         for channel, (version, value) in values.items():
