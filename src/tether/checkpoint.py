@@ -45,6 +45,7 @@ __all__ = [
     "ns_parent",
     "ns_split",
     "text_problem",
+    "thread_id_text",
     "write_index",
 ]
 
@@ -216,6 +217,27 @@ def text_problem(value: str) -> str | None:
     return f"holds U+0000 (NUL) at position {value.index(chr(0))}"
 
 
+def thread_id_text(value: Any, what: str = "thread_id") -> str:
+    """A thread id as text (S1.5): a str as is, an int, float or UUID converted.
+
+    Anything else (None, a list, a dict, bytes) is a ConfigError rather than
+    its ``str()``, which would name a thread nobody meant. The text is checked
+    with :func:`check_text`.
+    """
+    if type(value) is not str:
+        if isinstance(value, str):
+            value = str.__str__(value)
+        elif not isinstance(value, bool | bytes | bytearray) and (
+            isinstance(value, int | float) or hasattr(value, "hex")  # S1.5: converted
+        ):
+            value = str(value)
+        else:
+            raise ConfigError(
+                f"{what} must be a string (or an int or UUID), got {type(value).__name__} {value!r}"
+            )
+    return check_text(value, what)
+
+
 def check_text(value: str, what: str) -> str:
     """``value`` if it can be a stored name (:func:`text_problem`), else ConfigError."""
     problem = text_problem(value)
@@ -260,12 +282,7 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
             f"{what} has no thread_id; pass "
             '{"configurable": {"thread_id": "..."}} to address a thread'
         )
-    thread_id = conf["thread_id"]
-    if not isinstance(thread_id, str):
-        if isinstance(thread_id, (int, float)) or hasattr(thread_id, "hex"):
-            thread_id = str(thread_id)  # S1.5: other types are converted
-        else:
-            raise ConfigError(f"{what}: thread_id must be a string, got {type(thread_id).__name__}")
+    thread_id = thread_id_text(conf["thread_id"], f"{what}: thread_id")
     ns = conf.get("checkpoint_ns") or ""
     if not isinstance(ns, str):
         raise ConfigError(f"{what}: checkpoint_ns must be a string, got {type(ns).__name__}")
@@ -273,7 +290,6 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
     if cid is not None and not isinstance(cid, str):
         raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
     # A str subclass (an enum's str mixin, a label type) is addressed by its text.
-    thread_id = check_text(str.__str__(thread_id), f"{what}: thread_id")
     ns = check_text(str.__str__(ns), f"{what}: checkpoint_ns")
     if cid is not None:
         cid = check_text(str.__str__(cid), f"{what}: checkpoint_id")

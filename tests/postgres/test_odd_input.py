@@ -127,8 +127,10 @@ def _checkpoint(draw: st.DrawFn) -> Any:
         "channel_values": values,
         "channel_versions": versions,
         "versions_seen": draw(st.sampled_from([{}, {"n": dict(versions)}])),
-        "updated_channels": None,
+        "updated_channels": draw(st.one_of(st.none(), st.just(sorted(map(str, channels))), _json)),
     }
+    if draw(st.booleans()):
+        cp["extra"] = draw(_json)  # unknown keys round-trip, if JSON
     return cp, dict(versions)
 
 
@@ -230,6 +232,10 @@ def test_every_backend_refuses_or_stores_the_same_odd_input(
         assert metas["memory"] == metas["sqlite"] == metas["postgres"], metas
         types = {name: _types(t.metadata) for name, t in got.items()}
         assert types["memory"] == types["sqlite"] == types["postgres"], types
+        heads = {name: _types(_norm(dict(t.checkpoint))) for name, t in got.items()}
+        assert heads["memory"] == heads["sqlite"] == heads["postgres"], heads
+        heads = {name: _norm(dict(t.checkpoint)) for name, t in got.items()}
+        assert heads["memory"] == heads["sqlite"] == heads["postgres"], heads
         _same(
             {
                 name: _outcome(lambda s=s, n=name: s.put_writes(put[n][1], writes, task_id))
@@ -249,3 +255,41 @@ def test_every_backend_refuses_or_stores_the_same_odd_input(
             for name, s in savers.items()
         }
     )
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    op=st.sampled_from(["delete_thread", "copy_thread", "prune", "delete_for_runs"]),
+    ids=st.one_of(st.lists(_name, max_size=3), _name, _json),
+    other=_name,
+    strategy=st.one_of(st.sampled_from(["keep_latest", "keep_last", "delete"]), _scalars),
+    keep=st.one_of(st.integers(min_value=-2, max_value=3), _scalars),
+)
+def test_thread_operations_refuse_or_apply_odd_arguments_alike(
+    savers: dict[str, Any], op: str, ids: Any, other: Any, strategy: Any, keep: Any
+) -> None:
+    def call(saver: Any) -> Any:
+        if op == "delete_thread":
+            return saver.delete_thread(ids)
+        if op == "copy_thread":
+            return saver.copy_thread(ids, other)
+        if op == "prune":
+            return saver.prune(ids, strategy=strategy, keep=keep)
+        return saver.delete_for_runs(ids)
+
+    results = {name: _outcome(lambda s=s: call(s)) for name, s in savers.items()}
+    event(f"{op}: {results['memory'][0]}")
+    _same(results)
+    # and the stores still agree on what they hold
+    held = {
+        name: sorted(
+            (t.config["configurable"]["thread_id"], t.config["configurable"]["checkpoint_ns"])
+            for t in s.list(None)
+        )
+        for name, s in savers.items()
+    }
+    assert held["memory"] == held["sqlite"] == held["postgres"], held

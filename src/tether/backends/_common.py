@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import ormsgpack
 
 from tether.checkpoint import (
     Address,
@@ -21,9 +22,12 @@ from tether.checkpoint import (
     CheckpointMetadata,
     Config,
     check_text,
+    text_problem,
+    thread_id_text,
     write_index,
 )
 from tether.errors import ConfigError, DecodeError
+from tether.serde._ext import PASSTHROUGH
 from tether.serde.base import SerializerProtocol
 
 __all__ = [
@@ -32,10 +36,12 @@ __all__ = [
     "EXCLUDED_METADATA_KEYS",
     "INLINE_TYPES",
     "MAX_METADATA_DEPTH",
+    "PLAIN_ONLY",
     "WriteRow",
     "check_channel_names",
     "check_checkpoint",
     "check_filter",
+    "check_head",
     "check_limit",
     "check_list_args",
     "check_prune",
@@ -304,6 +310,78 @@ def check_checkpoint(checkpoint: Checkpoint, new_versions: ChannelVersions) -> N
             )
 
 
+#: ormsgpack options under which packb accepts only exact dict, list, str (no
+#: lone surrogates), int (64 bits), float, bool, None and bytes-like values,
+#: with str keys: what tether's serializer writes as plain MessagePack, byte
+#: for byte, and reads back as the same values (no ext types to decode).
+#: Anything else raises TypeError.
+PLAIN_ONLY = ormsgpack.OPT_PASSTHROUGH_SUBCLASS | PASSTHROUGH
+
+
+def check_head(head: Mapping[str, Any], cid: str) -> bytes | None:
+    """Check that a checkpoint without its channel values is plain JSON (S1).
+
+    Every backend stores these fields where SQL can read them (Postgres
+    JSONB) or in the same shape, so all of them refuse what JSON cannot hold:
+    other types (sets, tuples, datetimes, enums, str subclasses), NaN and
+    infinities, non-str keys, lone surrogates and U+0000 in strings.
+
+    Returns the fields packed as plain MessagePack (what the in-memory saver
+    stores), or None for a plain head ormsgpack cannot pack (an int beyond
+    64 bits). The common head costs one ``packb`` in C; only a head whose
+    bytes could hide a problem (a float, a bin, a 0 byte) or that ormsgpack
+    refuses is walked in Python.
+
+    Raises:
+        ConfigError: naming the field, its path and its type.
+    """
+    try:
+        data = ormsgpack.packb(head, option=PLAIN_ONLY)
+    except TypeError:
+        _check_json(head, "checkpoint", cid, 0)
+        return None
+    if 0xCB in data or 0 in data or 0xC4 in data or 0xC5 in data or 0xC6 in data:
+        _check_json(head, "checkpoint", cid, 0)
+    return data
+
+
+def _check_json(value: Any, path: str, cid: str, depth: int) -> None:
+    kind = type(value)
+    if kind is str:
+        problem = text_problem(value)
+        if problem is not None:
+            raise ConfigError(
+                f"checkpoint {cid}: {path} {value!r} {problem}; no backend can store it"
+            )
+        return
+    if value is None or kind is int or kind is bool:
+        return
+    if kind is float:
+        if not math.isfinite(value):
+            raise ConfigError(f"checkpoint {cid}: {path} is {value!r}; JSON has no NaN or infinity")
+        return
+    if depth >= MAX_METADATA_DEPTH and (kind is dict or kind is list):
+        raise ConfigError(f"checkpoint {cid}: {path} is nested too deep")
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise ConfigError(
+                    f"checkpoint {cid}: {path} has the key {key!r} ({type(key).__name__}); "
+                    "keys of a checkpoint's fields must be str"
+                )
+            _check_json(item, f"{path}.{key}", cid, depth + 1)
+        return
+    if kind is list:
+        for i, item in enumerate(value):
+            _check_json(item, f"{path}[{i}]", cid, depth + 1)
+        return
+    raise ConfigError(
+        f"checkpoint {cid}: {path} is {kind.__name__} {value!r:.80}; a checkpoint's fields other "
+        "than channel_values must be plain JSON values (str, int, float, bool, None, lists, "
+        "dicts with str keys), as every backend stores them"
+    )
+
+
 def check_channel_names(new_versions: ChannelVersions, cid: str) -> None:
     """Channel names and versions a put stores as keys: strings any backend can store."""
     for channel, version in new_versions.items():
@@ -442,12 +520,16 @@ def check_thread_ids(thread_ids: Sequence[str], what: str = "thread_ids") -> lis
     """A list of thread ids; a bare string is refused (it would be split into chars)."""
     if isinstance(thread_ids, str | bytes):
         raise ConfigError(f"{what} must be a sequence of ids, got the string {thread_ids!r}")
-    return [check_text(str(t), f"{what}: id") for t in thread_ids]
+    if isinstance(thread_ids, Mapping) or not isinstance(thread_ids, Iterable):
+        raise ConfigError(
+            f"{what} must be a sequence of ids, got {type(thread_ids).__name__} {thread_ids!r}"
+        )
+    return [thread_id_text(t, f"{what}: id") for t in thread_ids]
 
 
 def check_thread_id(thread_id: Any, what: str = "thread_id") -> str:
     """A thread id given on its own (delete_thread, copy_thread): as text, checked."""
-    return check_text(str(thread_id), what)
+    return thread_id_text(thread_id, what)
 
 
 def check_prune(strategy: str, keep: int) -> int:

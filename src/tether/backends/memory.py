@@ -57,8 +57,10 @@ from tether.backends._common import (
     EMPTY_TAG,
     EXCLUDED_METADATA_KEYS,
     MAX_METADATA_DEPTH,
+    PLAIN_ONLY,
     check_channel_names,
     check_checkpoint,
+    check_head,
     check_list_args,
     check_prune,
     check_thread_id,
@@ -81,7 +83,6 @@ from tether.checkpoint import (
     address_fields,
 )
 from tether.errors import ConfigError, DecodeError, StorageError, TetherError
-from tether.serde._ext import PASSTHROUGH
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.serde.msgpack import MsgpackSerializer
 
@@ -115,13 +116,6 @@ _INT_BLOBS: Final[tuple[_Blob, ...]] = tuple((None, (i,), None) for i in range(2
 _packb = ormsgpack.packb
 _unpackb = ormsgpack.unpackb
 
-#: ormsgpack options under which packb accepts only exact dict, list, str (no
-#: lone surrogates), int (64 bits), float, bool, None and bytes-like values,
-#: with str keys: what tether's serializer writes as plain MessagePack, byte
-#: for byte, and reads back as the same values (no ext types to decode).
-#: Anything else raises TypeError (and goes to the serializer).
-_PLAIN_ONLY: Final = ormsgpack.OPT_PASSTHROUGH_SUBCLASS | PASSTHROUGH
-
 #: What :meth:`InMemorySaver.stats` counts for a value kept as is.
 _SIZER: Final = MsgpackSerializer()
 
@@ -134,7 +128,7 @@ _Part = tuple[str, _Blob, _Blob | None]
 
 # A stored checkpoint: (head, metadata, run_id, parent_id, channels, versions).
 # ``head`` is the checkpoint without channel_values: plain MessagePack bytes
-# (see _PLAIN_ONLY), else the serializer's (tag, bytes); ``metadata`` the
+# (see PLAIN_ONLY), else the serializer's (tag, bytes); ``metadata`` the
 # JSON-safe metadata as MessagePack; ``channels`` and ``versions`` its
 # channel_versions as two tuples, zipped they are the blob keys (a version
 # that is not a str is keyed as str(version), see _key). Stored data is plain
@@ -545,6 +539,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             meta = merge_metadata(config, metadata)
             meta_data = _pack_metadata(meta)
             run_id = meta.get("run_id")
+        # Plain JSON, as every backend requires: checked (and packed, in C)
+        # before any value is serialized, so its errors come first everywhere.
+        try:
+            packed_head = check_head(head, cid)
+        except ConfigError:
+            check_channel_names(new_versions, cid)  # a bad name is named as such first
+            raise
         get = values.get if values else _NO_VALUES.get
         serde = self.serde
         modes = self._modes
@@ -606,13 +607,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         # tether's serializer would write the same way; anything else is
         # the serializer's (its types, its errors).
         head_data: _Head
-        if plain:
-            try:
-                head_data = _packb(head, option=_PLAIN_ONLY)
-            except TypeError:
-                head_data = dumps(head)
-        else:
-            head_data = dumps(head)
+        head_data = packed_head if plain and packed_head is not None else dumps(head)
         row: _Row = (
             head_data,
             meta_data,
@@ -805,7 +800,7 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
 
     The common call: a config with nothing to merge (no ``metadata``, only
     addressing keys in ``configurable``) and metadata that is a dict of plain
-    JSON values (:data:`_PLAIN_ONLY`, no bytes or float, no NUL in a string)
+    JSON values (:data:`PLAIN_ONLY`, no bytes or float, no NUL in a string)
     without a ``"writes"`` key. merge_metadata would return an equal copy,
     packed to the same bytes. Anything else returns None: the caller runs
     merge_metadata (its checks, its errors).
@@ -821,7 +816,7 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
     if type(run_id) is dict or type(run_id) is list:
         return None  # the row keeps run_id: never a dict the caller holds
     try:
-        data = _packb(metadata, option=_PLAIN_ONLY)
+        data = _packb(metadata, option=PLAIN_ONLY)
     except TypeError:
         return None
     # A bin header (bytes, which metadata refuses) or a float64 one (NaN and

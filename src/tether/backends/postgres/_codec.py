@@ -18,6 +18,7 @@ from tether.backends._common import (
     EMPTY,
     EMPTY_TAG,
     check_checkpoint,
+    check_head,
     dumps_json,
     merge_metadata,
     prepare_writes,
@@ -149,6 +150,7 @@ def encode_put(
     check_checkpoint(checkpoint, new_versions)
     meta = merge_metadata(config, metadata)
     head, blobs = split_channel_values(checkpoint, new_versions)
+    check_head(head, head["id"])  # plain JSON, as on every backend
     if not supports(serde):
         appends = None
     inline_values: dict[str, Any] = {}

@@ -44,6 +44,7 @@ from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._common import (
     EMPTY,
     check_checkpoint,
+    check_head,
     check_list_args,
     check_prune,
     check_thread_id,
@@ -477,6 +478,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         appends = self._appends if supports(serde) else None
         # Serialize before taking the write lock: it is the expensive part.
         tid, ns, cid = addr.thread_id, addr.checkpoint_ns, head["id"]
+        check_head(head, cid)  # plain JSON, as on every backend
         blob_rows: _List[tuple[Any, ...]] = []
         needs: _List[_Needs] = []
         for channel, (version, value) in values.items():
