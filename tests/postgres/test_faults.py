@@ -22,7 +22,7 @@ from tether import PostgresSaver, StorageTimeout, StorageUnavailable, make_confi
 from tether.errors import TetherError
 
 from .conftest import PlainSerializer, fresh_schema
-from .helpers import checkpoint
+from .helpers import call, checkpoint
 
 pytestmark = pytest.mark.postgres
 
@@ -286,3 +286,53 @@ async def test_a_pool_whose_connections_all_died_recovers_on_the_next_call(
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         tup = await _call(mode, saver, "get_tuple", cfg)
         assert tup.checkpoint["channel_values"] == VALUES
+
+
+# --- a DSN that cannot work -----------------------------------------------------------
+
+
+def _dsn_with_db(dsn: str, dbname: str) -> str:
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(dsn, dbname=dbname)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_wrong_database_name_fails_at_once_with_the_servers_reason(
+    mode: str, pg_dsn: str
+) -> None:
+    """Not "no connection free in time" after pool_timeout: the pool logs, the caller waited."""
+    bad = _dsn_with_db(pg_dsn, f"missing_{fresh_schema()}")
+    saver = PostgresSaver.from_conn_string(bad, pool_timeout=30)
+    t0 = time.monotonic()
+    with pytest.raises(StorageUnavailable, match="does not exist") as info:
+        await call(mode, saver, "get_tuple", make_config("t"))
+    assert time.monotonic() - t0 < 10
+    assert "check the database name, user and password" in str(info.value)
+    assert "pool_size" not in str(info.value)
+    saver.close()
+    await saver.aclose()
+
+
+def test_a_database_dropped_under_a_pool_names_the_cause(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    """The pool's connections die and it cannot make new ones: the server's reason.
+
+    Not "no connection free in time; raise pool_size", which is what the
+    pool's timeout said before the saver asked the server why.
+    """
+    name = f"gone_{fresh_schema()}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with PostgresSaver.from_conn_string(
+            _dsn_with_db(pg_dsn, name), pool_timeout=2, serde=PlainSerializer()
+        ) as saver:
+            saver.setup()
+            assert saver.get_tuple(make_config("t")) is None
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            with pytest.raises(StorageUnavailable, match="does not exist") as info:
+                saver.get_tuple(make_config("t"))
+            assert "pool_size" not in str(info.value)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

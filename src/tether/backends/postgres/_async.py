@@ -36,7 +36,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from tether.backends._common import (
     check_list_args,
@@ -171,6 +171,29 @@ class _AsyncPostgresCore:
             return contextlib.nullcontext()
         return conn.transaction()
 
+    async def _why_no_connection(self) -> psycopg.OperationalError | None:
+        """Why the pool hands out no connection, if it cannot connect at all.
+
+        psycopg_pool only logs its failed attempts; the caller would see "no
+        connection free in time" after ``pool_timeout`` whatever the cause. One
+        direct attempt finds the real one (a wrong database name, a server
+        that is down); ``None`` if it connects (the pool is just busy).
+        """
+        if self._pool is None:
+            return None
+        conninfo = self._conninfo if self._conninfo is not None else self._pool.conninfo
+        pool_kwargs = self._pool.kwargs
+        if not isinstance(conninfo, str) or not isinstance(pool_kwargs, dict | None):
+            return None  # a pool given callables: nothing to try directly
+        kwargs = {**(pool_kwargs or {}), **self._connect_kwargs}
+        kwargs.setdefault("connect_timeout", 5)
+        try:
+            conn = await AsyncConnection.connect(conninfo, **kwargs)
+        except psycopg.OperationalError as exc:
+            return exc
+        await conn.close()
+        return None
+
     async def _run(self, what: str, op: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Run ``op`` on a connection; translate driver errors; retry a lost pooled one once."""
         attempts = 2 if self._pool is not None else 1
@@ -178,6 +201,11 @@ class _AsyncPostgresCore:
             try:
                 async with self._connection() as conn:
                     return await op(conn)
+            except PoolTimeout as exc:
+                cause = await self._why_no_connection()
+                if cause is not None:
+                    raise translate(cause, what) from exc
+                raise translate(exc, what) from exc
             except psycopg.Error as exc:
                 if attempt + 1 < attempts and is_retryable(exc):
                     # After a server restart or failover every idle connection

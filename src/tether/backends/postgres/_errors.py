@@ -18,6 +18,16 @@ from tether.errors import (
 __all__ = ["is_retryable", "translate"]
 
 
+# What the server says (no SQLSTATE reaches the client at connect time) when a
+# connection is refused for its settings rather than for a passing condition.
+_REFUSED_CONNECTION = (
+    "does not exist",
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "role is not permitted to log in",
+)
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Whether the connection was lost, so an idempotent operation may run once more.
 
@@ -65,6 +75,14 @@ def translate(exc: psycopg.Error, what: str) -> TetherError:
         return StorageError(
             f"{what}: the tether tables do not exist ({detail}); call saver.setup() once "
             "to create them"
+        )
+    if isinstance(exc, psycopg.OperationalError) and any(
+        sign in detail for sign in _REFUSED_CONNECTION
+    ):
+        # Refused at connect time for a reason that a retry does not change.
+        return StorageUnavailable(
+            f"{what}: Postgres refused the connection ({detail}); check the database "
+            "name, user and password in the DSN (and pg_hba.conf)"
         )
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return StorageUnavailable(

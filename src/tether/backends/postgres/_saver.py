@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from typing import Any, Self
 
+import psycopg
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -44,6 +45,7 @@ from tether.backends._common import check_list_args
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import _AsyncPostgresCore
+from tether.backends.postgres._errors import translate
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import _PostgresCore
 from tether.base import BaseCheckpointSaver, PruneStrategy
@@ -68,6 +70,38 @@ class _Unset:
 
 
 _UNSET: Any = _Unset()
+
+
+def _probe_kwargs(res: _Resources) -> dict[str, Any]:
+    timeout = res.pool_args.get("timeout", 30.0)
+    # libpq's connect_timeout is whole seconds, at least 2.
+    return {"connect_timeout": max(2, min(10, int(timeout))), **res.connect_kwargs}
+
+
+def _probe(res: _Resources) -> None:
+    """One direct connection before a pool is made for ``res.url``.
+
+    Without it a wrong database name, user or host surfaced only after
+    ``pool_timeout`` seconds, as "no connection free in time" (the pool logs
+    its failed attempts and keeps trying). With it the first call fails at
+    once with the server's reason, as LangGraph's ``from_conn_string`` does;
+    no pool is kept, so a later call tries again.
+    """
+    assert res.url is not None
+    try:
+        psycopg.connect(res.url, **_probe_kwargs(res)).close()
+    except psycopg.OperationalError as exc:
+        raise translate(exc, "connecting to Postgres") from exc
+
+
+async def _aprobe(res: _Resources) -> None:
+    """:func:`_probe` for the async pool."""
+    assert res.url is not None
+    try:
+        conn = await AsyncConnection.connect(res.url, **_probe_kwargs(res))
+    except psycopg.OperationalError as exc:
+        raise translate(exc, "connecting to Postgres") from exc
+    await conn.close()
 
 
 def _statement_timeout_ms(seconds: float | None) -> int | None:
@@ -281,6 +315,7 @@ class PostgresSaver(BaseCheckpointSaver):
             )
         with res.sync_lock:
             if res.sync is None:
+                _probe(res)
                 pool: ConnectionPool[Any] = ConnectionPool(
                     res.url,
                     kwargs=res.connect_kwargs,
@@ -302,6 +337,7 @@ class PostgresSaver(BaseCheckpointSaver):
             res.aio_lock = asyncio.Lock()
         async with res.aio_lock:
             if res.aio is None:
+                await _aprobe(res)
                 pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
                     res.url,
                     kwargs=res.connect_kwargs,

@@ -34,7 +34,7 @@ import psycopg
 from psycopg import Connection, Cursor
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tether.backends._common import (
     check_list_args,
@@ -169,6 +169,29 @@ class _PostgresCore:
             return contextlib.nullcontext()
         return conn.transaction()
 
+    def _why_no_connection(self) -> psycopg.OperationalError | None:
+        """Why the pool hands out no connection, if it cannot connect at all.
+
+        psycopg_pool only logs its failed attempts; the caller would see "no
+        connection free in time" after ``pool_timeout`` whatever the cause. One
+        direct attempt finds the real one (a wrong database name, a server
+        that is down); ``None`` if it connects (the pool is just busy).
+        """
+        if self._pool is None:
+            return None
+        conninfo = self._conninfo if self._conninfo is not None else self._pool.conninfo
+        pool_kwargs = self._pool.kwargs
+        if not isinstance(conninfo, str) or not isinstance(pool_kwargs, dict | None):
+            return None  # a pool given callables: nothing to try directly
+        kwargs = {**(pool_kwargs or {}), **self._connect_kwargs}
+        kwargs.setdefault("connect_timeout", 5)
+        try:
+            conn = Connection.connect(conninfo, **kwargs)
+        except psycopg.OperationalError as exc:
+            return exc
+        conn.close()
+        return None
+
     def _run(self, what: str, op: Callable[[Connection[Any]], T]) -> T:
         """Run ``op`` on a connection; translate driver errors; retry a lost pooled one once."""
         attempts = 2 if self._pool is not None else 1
@@ -176,6 +199,11 @@ class _PostgresCore:
             try:
                 with self._connection() as conn:
                     return op(conn)
+            except PoolTimeout as exc:
+                cause = self._why_no_connection()
+                if cause is not None:
+                    raise translate(cause, what) from exc
+                raise translate(exc, what) from exc
             except psycopg.Error as exc:
                 if attempt + 1 < attempts and is_retryable(exc):
                     # After a server restart or failover every idle connection
