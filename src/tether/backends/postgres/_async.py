@@ -28,6 +28,7 @@ import asyncio
 # tether: sync-only: import threading
 import contextlib
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -132,6 +133,11 @@ class _AsyncPostgresCore:
         self._page = page_size
         self._conninfo = conninfo
         self._connect_kwargs = dict(connect_kwargs or {})
+        # A pool the saver made from a URL is tether's alone: its connections
+        # get the JSON loaders once. A caller's connection or pool keeps its
+        # own; the loaders then go on each cursor (a fresh adapters map each).
+        self._owned = conninfo is not None
+        self._json_ready: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self._lock = asyncio.Lock()
         self._leases: set[str] = set()
 
@@ -139,6 +145,10 @@ class _AsyncPostgresCore:
 
     def _configure(self, conn: AsyncConnection[Any]) -> None:
         arrays.ensure(conn)
+        if self._owned and conn not in self._json_ready:
+            # JSONB through msgspec (exact, 3-4x the json module).
+            set_json_loads(loads_json, conn)
+            self._json_ready.add(conn)
         if self._prepare_threshold is not False:
             conn.prepare_threshold = self._prepare_threshold
 
@@ -224,9 +234,10 @@ class _AsyncPostgresCore:
             # left open, the next write's transaction() would be a savepoint in
             # it and never commit.
             async with self._tx(conn), conn.cursor(row_factory=tuple_row, binary=True) as cur:
-                # JSONB through msgspec (exact, 3-4x the json module); only on
-                # this cursor: the caller's connection keeps its own loader.
-                set_json_loads(loads_json, cur)
+                if not self._owned:
+                    # JSONB through msgspec (exact, 3-4x the json module); only
+                    # on this cursor: the caller's connection keeps its loader.
+                    set_json_loads(loads_json, cur)
                 await cur.execute(query, params)
                 return await cur.fetchall()
 

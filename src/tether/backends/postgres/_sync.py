@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -130,6 +131,11 @@ class _PostgresCore:
         self._page = page_size
         self._conninfo = conninfo
         self._connect_kwargs = dict(connect_kwargs or {})
+        # A pool the saver made from a URL is tether's alone: its connections
+        # get the JSON loaders once. A caller's connection or pool keeps its
+        # own; the loaders then go on each cursor (a fresh adapters map each).
+        self._owned = conninfo is not None
+        self._json_ready: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._leases: set[str] = set()
 
@@ -137,6 +143,10 @@ class _PostgresCore:
 
     def _configure(self, conn: Connection[Any]) -> None:
         arrays.ensure(conn)
+        if self._owned and conn not in self._json_ready:
+            # JSONB through msgspec (exact, 3-4x the json module).
+            set_json_loads(loads_json, conn)
+            self._json_ready.add(conn)
         if self._prepare_threshold is not False:
             conn.prepare_threshold = self._prepare_threshold
 
@@ -222,9 +232,10 @@ class _PostgresCore:
             # left open, the next write's transaction() would be a savepoint in
             # it and never commit.
             with self._tx(conn), conn.cursor(row_factory=tuple_row, binary=True) as cur:
-                # JSONB through msgspec (exact, 3-4x the json module); only on
-                # this cursor: the caller's connection keeps its own loader.
-                set_json_loads(loads_json, cur)
+                if not self._owned:
+                    # JSONB through msgspec (exact, 3-4x the json module); only
+                    # on this cursor: the caller's connection keeps its loader.
+                    set_json_loads(loads_json, cur)
                 cur.execute(query, params)
                 return cur.fetchall()
 
