@@ -143,10 +143,15 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def savers(pg_dsn: str) -> Iterator[dict[str, Any]]:
+def pg_schema() -> str:
+    return fresh_schema()
+
+
+@pytest.fixture(scope="module")
+def savers(pg_dsn: str, pg_schema: str) -> Iterator[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = SqliteSaver(str(Path(tmp) / "odd.db"))
-        pg = PostgresSaver.from_conn_string(pg_dsn, schema=fresh_schema())
+        pg = PostgresSaver.from_conn_string(pg_dsn, schema=pg_schema)
         pg.setup()
         try:
             yield {"memory": InMemorySaver(), "sqlite": sqlite, "postgres": pg}
@@ -293,3 +298,48 @@ def test_thread_operations_refuse_or_apply_odd_arguments_alike(
         for name, s in savers.items()
     }
     assert held["memory"] == held["sqlite"] == held["postgres"], held
+
+
+async def _aoutcome(coro: Any) -> tuple[str, Any]:
+    try:
+        return "ok", await coro
+    except TetherError as exc:
+        return type(exc).__name__, None
+
+
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(config=_config(), checkpoint=_checkpoint(), metadata=st.one_of(_json, st.just({})))
+def test_the_async_methods_answer_odd_input_as_the_sync_ones(
+    savers: dict[str, Any],
+    pg_dsn: str,
+    pg_schema: str,
+    config: Any,
+    checkpoint: Any,
+    metadata: Any,
+) -> None:
+    """aput / aget_tuple / alist: a TetherError or success, as put / get_tuple / list do."""
+    import asyncio
+
+    cp, new_versions = checkpoint
+
+    async def both() -> None:
+        # An async pool belongs to its event loop: one per asyncio.run, same schema.
+        async with PostgresSaver.from_conn_string(pg_dsn, schema=pg_schema) as apg:
+            await each({**savers, "postgres": apg})
+
+    async def each(targets: dict[str, Any]) -> None:
+        for name, s in targets.items():
+            sync = _outcome(lambda s=s: s.put(config, dict(cp), metadata, dict(new_versions)))
+            kind, stored = await _aoutcome(s.aput(config, dict(cp), metadata, dict(new_versions)))
+            assert kind == sync[0], (name, kind, sync)
+            if kind == "ok":
+                assert (await s.aget_tuple(stored)) is not None
+                assert [t.config async for t in s.alist(stored)] == [stored]
+            got = await _aoutcome(s.aget_tuple(config))
+            assert got[0] == _outcome(lambda s=s: s.get_tuple(config))[0], name
+
+    asyncio.run(both())
