@@ -220,16 +220,15 @@ def text_problem(value: str) -> str | None:
 def thread_id_text(value: Any, what: str = "thread_id") -> str:
     """A thread id as text (S1.5): a str as is, an int, float or UUID converted.
 
-    Anything else (None, a list, a dict, bytes) is a ConfigError rather than
-    its ``str()``, which would name a thread nobody meant. The text is checked
+    (as configs always were: bools and bytes too, as ``str()`` gives them).
+    Anything else (None, a list, a dict) is a ConfigError rather than its
+    ``str()``, which would name a thread nobody meant. The text is checked
     with :func:`check_text`.
     """
     if type(value) is not str:
         if isinstance(value, str):
             value = str.__str__(value)
-        elif not isinstance(value, bool | bytes | bytearray) and (
-            isinstance(value, int | float) or hasattr(value, "hex")  # S1.5: converted
-        ):
+        elif isinstance(value, int | float) or hasattr(value, "hex"):  # S1.5: converted
             value = str(value)
         else:
             raise ConfigError(

@@ -39,8 +39,13 @@ class _Color(StrEnum):
 
 
 _text = st.text(max_size=12)
-_odd_text = st.sampled_from(
-    ["", "x\ud800", "a\x00b", "ü", "日本", " ", "__x", _Label("lab"), _Color.RED]
+# The str subclasses come through st.just(...).map(...): Hypothesis replays
+# its choices (ints, floats, strings), and an enum among sampled_from's
+# elements broke that replay.
+_odd_text = st.one_of(
+    st.sampled_from(["", "x\ud800", "a\x00b", "ü", "日本", " ", "__x"]),
+    st.just("lab").map(_Label),
+    st.just("red").map(_Color),
 )
 _scalars = st.one_of(
     st.none(),
