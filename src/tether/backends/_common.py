@@ -382,16 +382,18 @@ def _check_json(value: Any, path: str, cid: str, depth: int) -> None:
     )
 
 
+def _check_name(value: Any, what: str) -> None:
+    """The slow path of a name check: a str any backend can store, else ConfigError."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{what} must be a string, got {type(value).__name__} {value!r}")
+    check_text(value, what)
+
+
 def check_channel_names(new_versions: ChannelVersions, cid: str) -> None:
     """Channel names and versions a put stores as keys: strings any backend can store."""
     for channel, version in new_versions.items():
         if type(channel) is not str or not channel.isascii() or "\x00" in channel:
-            if not isinstance(channel, str):
-                raise ConfigError(
-                    f"checkpoint {cid}: channel name {channel!r} must be a string, "
-                    f"got {type(channel).__name__}"
-                )
-            check_text(channel, f"checkpoint {cid}: channel name")
+            _check_name(channel, f"checkpoint {cid}: channel name")
         kind = type(version)
         if isinstance(version, str):
             if not (version.isascii() and "\x00" not in version):
@@ -500,12 +502,7 @@ def index_writes(
                 f"got {item!r}"
             ) from None
         if type(channel) is not str or not channel.isascii() or "\x00" in channel:
-            if not isinstance(channel, str):
-                raise ConfigError(
-                    f"write #{position} of task {task_id!r}: channel must be a string, "
-                    f"got {channel!r}"
-                )
-            check_text(channel, f"write #{position} of task {task_id!r}: channel")
+            _check_name(channel, f"write #{position} of task {task_id!r}: channel")
         idx = write_index(channel, position)
         rows[idx] = (idx, channel, value)
     return list(rows.values())
