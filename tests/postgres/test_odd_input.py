@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tether import InMemorySaver, PostgresSaver, SqliteSaver, TetherError
+from tether.serde import MsgpackSerializer
 
 from .conftest import fresh_schema
 
@@ -147,6 +148,12 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
     # Anything else propagates: the test fails with the traceback.
 
 
+def _serde() -> MsgpackSerializer:
+    """The default serializer, allowing the test's enum: channel values may hold it
+    (a type outside the allowlist is stored and refused on read, by design)."""
+    return MsgpackSerializer(allowlist=[(_Color.__module__, "_Color")])
+
+
 @pytest.fixture(scope="module")
 def pg_schema() -> str:
     return fresh_schema()
@@ -155,11 +162,11 @@ def pg_schema() -> str:
 @pytest.fixture(scope="module")
 def savers(pg_dsn: str, pg_schema: str) -> Iterator[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
-        sqlite = SqliteSaver(str(Path(tmp) / "odd.db"))
-        pg = PostgresSaver.from_conn_string(pg_dsn, schema=pg_schema)
+        sqlite = SqliteSaver(str(Path(tmp) / "odd.db"), serde=_serde())
+        pg = PostgresSaver.from_conn_string(pg_dsn, schema=pg_schema, serde=_serde())
         pg.setup()
         try:
-            yield {"memory": InMemorySaver(), "sqlite": sqlite, "postgres": pg}
+            yield {"memory": InMemorySaver(serde=_serde()), "sqlite": sqlite, "postgres": pg}
         finally:
             sqlite.close()
             pg.close()
@@ -333,7 +340,7 @@ def test_the_async_methods_answer_odd_input_as_the_sync_ones(
 
     async def both() -> None:
         # An async pool belongs to its event loop: one per asyncio.run, same schema.
-        async with PostgresSaver.from_conn_string(pg_dsn, schema=pg_schema) as apg:
+        async with PostgresSaver.from_conn_string(pg_dsn, schema=pg_schema, serde=_serde()) as apg:
             await each({**savers, "postgres": apg})
 
     async def each(targets: dict[str, Any]) -> None:
