@@ -35,6 +35,7 @@ from tether.serde._ext import (
 
 __all__ = [
     "DENIED_MODULES",
+    "FORWARDING_INIT",
     "FRAMEWORK_TYPES",
     "SAFE_BUILDERS",
     "SAFE_JSON_BUILDERS",
@@ -253,6 +254,24 @@ FRAMEWORK_TYPES: frozenset[tuple[str, str]] = frozenset(
         ("pydantic.types", "SecretBytes"),
     }
 )
+
+# Framework classes whose own ``__init__`` passes stored fields on to pydantic
+# unchanged (LangChain's messages: ``__init__(content, content_blocks=None,
+# **kwargs)`` forwards ``content`` and ``kwargs`` when ``content_blocks`` is
+# absent, and ``content_blocks`` is not a field, so no stored value has it).
+# For these the decoder validates the stored fields straight into a new
+# instance, which is what that ``__init__`` ends up doing, and skips the Python
+# frames in between: a third of the cost of reading a message (the same
+# pydantic validation and model validators run; S3.5's checks are unchanged).
+# ``RemoveMessage`` is left out: its ``__init__`` refuses content. The decoder
+# also checks that every ``__init__`` on the way is LangChain's own (a
+# subclass elsewhere with its own ``__init__`` takes the ordinary path), and a
+# test compares both paths on each class here with every stored shape.
+FORWARDING_INIT: frozenset[tuple[str, str]] = frozenset(
+    key
+    for key in FRAMEWORK_TYPES
+    if key[0].startswith("langchain_core.messages.") and key[1] != "RemoveMessage"
+) | {("langchain_core.documents.base", "Document")}
 
 # Modules whose classes and functions run code, touch the process or the file
 # system, or load more code. A payload naming anything in them is refused in

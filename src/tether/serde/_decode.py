@@ -184,6 +184,36 @@ def _counts_fields(cls: Any) -> bool:
         return False
 
 
+def _forwards_init(cls: Any, dotted: str) -> bool:
+    """Whether ``cls`` is in :data:`_allowlist.FORWARDING_INIT` with LangChain's ``__init__``."""
+    module, _, name = dotted.rpartition(".")
+    if (module, name) not in _allowlist.FORWARDING_INIT:
+        return False
+    try:
+        if cls.__pydantic_custom_init__ is not True:
+            return False  # nothing to skip
+        base = importlib.import_module("pydantic").BaseModel
+    except (AttributeError, ImportError):
+        return False
+    for klass in cls.__mro__:
+        if klass is base:
+            return True
+        if "__init__" in vars(klass) and not klass.__module__.startswith("langchain_core."):
+            return False
+    return False
+
+
+def _into_new(cls: Any) -> Callable[[dict[str, Any]], Any]:
+    """What ``BaseModel.__init__`` does, called without the class's forwarding ``__init__``."""
+    new = object.__new__
+    into = cls.__pydantic_validator__.validate_python
+
+    def validate(data: dict[str, Any]) -> Any:
+        return into(data, self_instance=new(cls))
+
+    return validate
+
+
 def _class_info(cls: type, dotted: str) -> _ClassInfo:
     if hasattr(cls, "__pydantic_validator__") and hasattr(cls, "model_fields"):
         fields = cls.model_fields
@@ -192,7 +222,9 @@ def _class_info(cls: type, dotted: str) -> _ClassInfo:
         aliased = any(f.alias or f.validation_alias for f in fields.values())
         # the validator itself: model_validate is a Python wrapper around it
         validate = cls.__pydantic_validator__.validate_python
-        if aliased:
+        if _forwards_init(cls, dotted) and not aliased:
+            validate = _into_new(cls)
+        elif aliased:
             # model_dump() writes field names; read them back by name
             def validate(data: dict[str, Any], _v: Any = cls.model_validate) -> Any:  # type: ignore[attr-defined]
                 return _v(data, by_name=True)
@@ -359,8 +391,8 @@ class Decoder:
                 if type(arg) is dict:
                     try:
                         obj = target(arg)
-                    except (ValueError, TypeError):
-                        pass  # the slow path names the mismatch
+                    except Exception:  # noqa: S110 - the slow path names the mismatch
+                        pass
                     else:
                         # every stored key was a field (see _counts_fields)
                         if len(obj.__pydantic_fields_set__) == len(arg):
@@ -378,7 +410,7 @@ class Decoder:
                 if type(arg) is dict and arg.keys() == extra:
                     try:
                         return target(arg)
-                    except (ValueError, TypeError):
+                    except Exception:  # noqa: S110 - the slow path names the mismatch
                         pass
                 return self.from_fields((env[0], env[1]), arg)
             if how == _MEMBER:
@@ -532,6 +564,8 @@ class Decoder:
                 return info.validate(data)
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 return self._mismatch(key, fields, [_validation_summary(exc)], exc)
+            except Exception as exc:  # the class's own validators, on data they no longer expect
+                return self._mismatch(key, fields, [f"validating {dotted} failed: {exc!r}"], exc)
         if info.as_tuple:
             fields = {
                 k: (tuple(v) if k in info.as_tuple and isinstance(v, list) else v)
