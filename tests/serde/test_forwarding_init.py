@@ -28,6 +28,7 @@ from langchain_core.messages import (
     FunctionMessageChunk,
     HumanMessage,
     HumanMessageChunk,
+    RemoveMessage,
     SystemMessage,
     SystemMessageChunk,
     ToolMessage,
@@ -38,7 +39,7 @@ from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
 from tether.serde._allowlist import FORWARDING_INIT
 from tether.serde._decode import _forwards_init
-from tether.serde._ext import EXT_PYDANTIC_V2
+from tether.serde._ext import EXT_PYDANTIC_V2, PACK_OPTS
 
 TOOL_CALL = {"name": "search", "args": {"q": "tether", "n": 3}, "id": "call-1", "type": "tool_call"}
 BLOCKS: list[Any] = [{"type": "text", "text": "hello"}, "plain", {"type": "image", "url": "x"}]
@@ -158,6 +159,22 @@ def test_a_subclass_with_its_own_init_is_built_through_it() -> None:
     stored = serde.dumps_typed(Shouting("quiet"))
     for _ in range(2):
         assert serde.loads_typed(stored).content == "QUIET"
+
+
+@pytest.mark.parametrize(
+    "sample", [*SAMPLES, RemoveMessage(id="r1")], ids=lambda s: type(s).__name__
+)
+def test_messages_are_written_as_model_dump_writes_them(sample: Any) -> None:
+    # most messages take the loose encoder (their __dict__ packed as is)
+    cls = type(sample)
+    envelope = ormsgpack.packb(
+        [cls.__module__, cls.__name__, sample.model_dump(), "model_validate_json"],
+        option=PACK_OPTS,
+    )
+    expected = ormsgpack.packb(ormsgpack.Ext(EXT_PYDANTIC_V2, envelope))
+    serde = MsgpackSerializer()
+    for _ in range(2):
+        assert serde.dumps_typed(sample) == ("msgpack", expected)
 
 
 def test_an_unlisted_name_for_a_listed_class_is_not_short_cut() -> None:

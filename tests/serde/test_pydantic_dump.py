@@ -12,7 +12,7 @@ import datetime as dt
 import decimal
 import enum
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import ormsgpack
 import pydantic
@@ -20,6 +20,7 @@ import pytest
 import serde_models as m
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typing_extensions import TypedDict
 
 from tether.serde import MsgpackSerializer, _ext
 
@@ -274,3 +275,124 @@ def test_an_attribute_set_behind_pydantics_back_is_not_written() -> None:
 )
 def test_models_that_are_not_plain_are_written_by_model_dump(value: pydantic.BaseModel) -> None:
     assert serde().dumps_typed({"v": value})[1] == dumped_bytes(value)
+
+
+# --- models that are not plain for their field types only ("loose") -------------------
+
+
+class Shape(TypedDict):
+    name: str
+    sides: NotRequired[int]
+
+
+class Loose(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+
+    u: int | str
+    d: dict[str, Any] = {}
+    items: list[Any] = []
+    shape: Shape | None = None
+    shapes: list[Shape] = []
+    leaf: Leaf | None = None
+    when: dt.datetime | str | None = None
+
+
+class LooseWithValidator(pydantic.BaseModel):
+    u: int | str
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _keep(cls, data: Any) -> Any:
+        return data
+
+
+def loose_serde() -> MsgpackSerializer:
+    return MsgpackSerializer(
+        allowlist=[*m.ALL, *((__name__, c.__name__) for c in (*PLAIN, Kind, Loose, WithUnion))]
+    )
+
+
+def test_which_models_are_loose() -> None:
+    assert _ext._loose_model(Loose) == (
+        ("u", "d", "items", "shape", "shapes", "leaf", "when"),
+        True,
+        ("shape", "shapes", "leaf"),
+    )
+    assert _ext._loose_model(LooseWithValidator) is not None
+    assert _ext._loose_model(WithUnion) is not None
+    for cls in (
+        WithFieldSerializer,
+        WithModelSerializer,
+        WithAnnotatedSerializer,
+        WithExcluded,
+        SerializedByAlias,
+        m.Aliased,
+        m.WithComputed,
+        pydantic.RootModel[int],
+    ):
+        assert _ext._loose_model(cls) is None, cls
+
+
+json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=6)
+    | st.binary(max_size=4)
+)
+# what a loose field may hold: plain values and the values model_dump() changes
+odd = (
+    st.builds(Leaf, label=st.text(max_size=4))
+    | st.sampled_from(Kind)
+    | st.tuples(st.integers())
+    | st.datetimes()
+    | st.uuids()
+    | st.integers(min_value=2**64)
+    | st.sets(st.integers(), max_size=2)
+)
+anything = st.recursive(
+    json_leaves | odd,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+shapes = st.builds(Shape, name=st.text(max_size=4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    u=st.integers(-5, 5) | st.text(max_size=4),
+    d=st.dictionaries(st.text(max_size=4), anything, max_size=3),
+    items=st.lists(anything, max_size=3),
+    shape=st.none() | shapes,
+    shape_list=st.lists(shapes, max_size=2),
+    leaf=st.none() | st.builds(Leaf, label=st.text(max_size=4)),
+    when=st.none() | st.text(max_size=4) | st.datetimes(),
+    extra=st.dictionaries(st.sampled_from(["x", "y"]), anything, max_size=2),
+)
+def test_any_loose_value_is_written_as_model_dump_writes_it(
+    u: Any, d: Any, items: Any, shape: Any, shape_list: Any, leaf: Any, when: Any, extra: Any
+) -> None:
+    value = Loose(u=u, d=d, items=items, shape=shape, shapes=shape_list, leaf=leaf, when=when)
+    for k, v in extra.items():
+        setattr(value, k, v)  # extra="allow": kept in __pydantic_extra__
+    assert loose_serde().dumps_typed({"v": value})[1] == dumped_bytes(value)
+
+
+def test_loose_values_changed_behind_pydantics_back_are_written_as_model_dump_does() -> None:
+    value = Loose(u=1, shape={"name": "sq", "sides": 4})
+    value.shape["colour"] = "red"  # type: ignore[index]  # not a Shape key: model_dump drops it
+    assert loose_serde().dumps_typed({"v": value})[1] == dumped_bytes(value)
+    reordered = Loose(u=1, d={"a": 1})
+    del reordered.__dict__["u"]
+    reordered.__dict__["u"] = 1
+    assert loose_serde().dumps_typed({"v": reordered})[1] == dumped_bytes(reordered)
+    union = WithUnion(x="s")
+    assert loose_serde().dumps_typed({"v": union})[1] == dumped_bytes(union)
+
+
+def test_loose_models_get_the_loose_encoder() -> None:
+    loose_serde().dumps_typed(Loose(u=1))
+    assert _ext._ENCODERS[Loose].__name__ == "enc_loose"

@@ -169,7 +169,29 @@ def _pydantic_v2(cls: type) -> _Encoder:
         return _Ext(EXT_PYDANTIC_V2, payload)
 
     if plain is None:
-        return enc
+        loose = _loose_model(cls)
+        if loose is None:
+            return enc
+        names, open_extra, structured = loose
+
+        def enc_loose(obj: Any) -> ormsgpack.Ext:
+            values = obj.__dict__
+            if tuple(values) != names or (open_extra and obj.__pydantic_extra__):
+                return enc(obj)
+            for field_name in structured:
+                value = values[field_name]
+                if value and type(value) not in _SCALARS:
+                    return enc(obj)
+            # No default: a value model_dump() could change (a model, a tuple,
+            # an enum, a datetime... anything but plain MessagePack) makes
+            # ormsgpack refuse, and the value takes model_dump's path.
+            try:
+                payload = _packb([module, name, values, "model_validate_json"], option=PACK_OPTS)
+            except TypeError:
+                return enc(obj)
+            return _Ext(EXT_PYDANTIC_V2, payload)
+
+        return enc_loose
 
     def enc_plain(obj: Any) -> ormsgpack.Ext:
         if not plain(obj):
@@ -266,6 +288,115 @@ def _plain_model(cls: Any) -> Callable[[Any], bool] | None:
         return _plain_schema(schema, defs, 0) if schema.get("cls") is cls else None
     except Exception:  # a pydantic version that builds its schemas differently
         return None
+
+
+# Schema types that only validate and wrap the schema that follows them.
+_VALIDATOR_WRAPPERS = frozenset({"function-before", "function-after", "function-wrap"})
+
+# Values model_dump() returns unchanged under any schema without a serializer
+# of its own (python mode): exact types only.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+# Schemas that dump a dict by their own fields: model_dump() leaves out keys
+# they do not declare (a TypedDict's), and dumps a model by its schema.
+_STRUCTURED = frozenset({"typed-dict", "model", "dataclass", "dataclass-args", "model-fields"})
+
+
+def _loose_model(cls: Any) -> tuple[tuple[str, ...], bool, tuple[str, ...]] | None:
+    """A model that is not plain for its field types only: what its instances are checked for.
+
+    Such a model (LangChain's messages: ``content: str | list``,
+    ``additional_kwargs: dict[str, Any]``...) has no serializer, alias,
+    exclusion or computed field anywhere in its schema, so model_dump()
+    returns an instance's ``__dict__`` unchanged whenever every value is plain
+    MessagePack (ormsgpack, given no default, refuses anything else) and every
+    field whose schema holds a structured type (:data:`_STRUCTURED`) holds a
+    scalar or an empty value. Returns ``(field names in order, extra keys
+    allowed, structured field names)``, or None.
+    """
+    try:
+        schema = cls.__pydantic_core_schema__
+        defs: _Defs = {}
+        if schema.get("type") == "definitions":
+            defs = {d["ref"]: d for d in schema["definitions"] if "ref" in d}
+            schema = schema["schema"]
+        model_config = getattr(cls, "model_config", None) or {}
+        core_config = schema.get("config") or {}
+        decorators = cls.__pydantic_decorators__
+        if not (
+            schema.get("cls") is cls
+            and schema.get("type") == "model"
+            and not schema.get("root_model")
+            and "serialization" not in schema
+            and not model_config.get("serialize_by_alias")
+            and not core_config.get("serialize_by_alias")
+            and not decorators.field_serializers
+            and not decorators.model_serializers
+            and not decorators.computed_fields
+        ):
+            return None
+        inner = schema.get("schema")
+        # model validators wrap the fields' schema; they do not change dumping
+        while (
+            isinstance(inner, dict)
+            and inner.get("type") in _VALIDATOR_WRAPPERS
+            and "serialization" not in inner
+        ):
+            inner = inner.get("schema")
+        if not (
+            isinstance(inner, dict)
+            and inner.get("type") == "model-fields"
+            and not inner.get("computed_fields")
+            and "serialization" not in inner
+        ):
+            return None
+        structured: list[str] = []
+        for field_name, field in inner["fields"].items():
+            if any(str(k).startswith("serialization") for k in field):
+                return None
+            flat = _loose_kind(field.get("schema"), defs)
+            if flat is None:
+                return None
+            if not flat:
+                structured.append(field_name)
+        open_extra = (
+            model_config.get("extra") == "allow"
+            or core_config.get("extra_fields_behavior") == "allow"
+            or inner.get("extra_behavior") == "allow"
+        )
+        return tuple(inner["fields"]), open_extra, tuple(structured)
+    except Exception:  # a pydantic version that builds its schemas differently
+        return None
+
+
+def _loose_kind(schema: Any, defs: _Defs) -> bool | None:
+    """None: a serializer, alias or exclusion somewhere in the schema; else True
+    when no structured type (:data:`_STRUCTURED`) is in it. Union members and
+    referenced definitions included."""
+    structured = False
+    seen: set[str] = set()
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if str(key).startswith("serialization"):
+                return None
+            if key == "type" and isinstance(value, str):  # not a field named "type"
+                if value == "definition-ref":
+                    ref = node.get("schema_ref")
+                    if isinstance(ref, str) and ref not in seen:
+                        seen.add(ref)
+                        stack.append(defs.get(ref))
+                elif value in _STRUCTURED:
+                    structured = True
+            elif key not in ("metadata", "ref", "cls"):
+                stack.append(value)
+    return not structured
 
 
 def _plain_schema(schema: Any, defs: _Defs, depth: int) -> Callable[[Any], bool] | None:
