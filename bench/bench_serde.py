@@ -2,7 +2,8 @@
 
     python -m bench.bench_serde [--quick]
 
-Four payloads: 200 chat-message dicts, 50 nested Pydantic v2 models, a
+Five payloads: 200 chat-message dicts, 200 LangChain messages (what a
+LangGraph ``add_messages`` state holds), 50 nested Pydantic v2 models, a
 dataclass tree with datetimes / UUIDs / enums, and a 1 MB NumPy array. dumps
 and loads are timed separately: the median of many repeats (each repeat times
 a batch of calls with ``time.perf_counter``). tether's and LangGraph's batches
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pydantic
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from tether.serde import MsgpackSerializer
@@ -91,6 +93,20 @@ def _messages() -> dict[str, Any]:
     return {"messages": msgs}
 
 
+def _langchain_messages() -> list[Any]:
+    text = ("lorem ipsum dolor sit amet " * 15)[:400]
+    return [
+        HumanMessage(f"{i}: {text}", id=f"h{i}")
+        if i % 2 == 0
+        else AIMessage(
+            f"answer {i}",
+            id=f"a{i}",
+            response_metadata={"finish_reason": "stop", "model_name": "m"},
+        )
+        for i in range(200)
+    ]
+
+
 def _customers() -> list[Customer]:
     return [
         Customer(
@@ -121,6 +137,7 @@ def _array() -> Any:
 
 PAYLOADS: dict[str, Callable[[], Any]] = {
     "chat messages (200 dicts)": _messages,
+    "langchain messages (200)": _langchain_messages,
     "pydantic v2 (50 nested models)": _customers,
     "dataclass tree (datetime/UUID/enum)": _session,
     "numpy array (1 MiB)": _array,
