@@ -48,6 +48,7 @@ SAMPLES: list[Any] = [
     HumanMessage("hi"),
     HumanMessage("hi", id="h1", name="ada", additional_kwargs={"k": [1, 2]}),
     HumanMessage(BLOCKS, response_metadata={"model": "m"}),
+    HumanMessage("with an extra key", id="h2", trace_id="t-1"),  # extra="allow"
     HumanMessageChunk("part", id="hc"),
     AIMessage("noted", id="a1"),
     AIMessage("", tool_calls=[TOOL_CALL]),
