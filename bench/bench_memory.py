@@ -4,10 +4,13 @@
 
 W1 chat (N = 100, 300) and W2 (2,000 threads x 5) from :mod:`bench._workloads`,
 and W2's put and ``get_tuple`` of one tiny state in microseconds (1,000 of
-each per round, the two savers in alternating order, median of the rounds).
+each per round, the savers in alternating order, median of the rounds).
 tether's in-memory saver serializes everything it stores (no aliasing, the
 same allowlist as the persistent backends), as LangGraph's does for values.
 Ratios are official / tether (above 1: tether is faster or smaller).
+The tiny-state rows have a ``floor`` column: :class:`FloorSaver`, a put and
+get_tuple that check nothing and copy no value, timed in the same rounds; no
+saver that checks its input can go below it.
 
 Each workload runs once untimed for both savers before it is measured: the
 first saver to run in a fresh process otherwise pays for growing the heap
@@ -25,16 +28,20 @@ import gc
 import json
 import statistics
 import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import ormsgpack
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver as OfficialInMemorySaver
 
 from bench._workloads import _advance, _checkpoint, _message, ratio, w1_pair, w2_pair
 from tether import InMemorySaver
+from tether.versions import next_str_version
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -70,6 +77,63 @@ def _retained_mb(factory: Callable[[], Any], n: int) -> float:
     return held / 1e6
 
 
+class FloorSaver:
+    """The least an in-memory put and get_tuple can do: the ``floor`` of the tiny-state rows.
+
+    put copies the checkpoint's head, packs it and the metadata, stores the
+    values themselves (no copy: a caller's later change to a value would
+    reach the store) and returns the config; get_tuple unpacks them again.
+    No input is checked, no version normalized, nothing else kept. A saver
+    that validates its input, as tether's does, cannot get below it, so
+    ``langgraph / floor`` bounds the ratio any such saver could reach.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[tuple[str, str, str], tuple[bytes, bytes, str | None]] = {}
+        self._blobs: dict[tuple[str, str, str, Any], Any] = {}
+        self._latest: dict[tuple[str, str], str] = {}
+
+    def get_next_version(self, current: Any, channel: Any) -> str:
+        return next_str_version(current)
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        conf = config["configurable"]
+        tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        head = dict(checkpoint)
+        values = head.pop("channel_values")
+        data, meta = ormsgpack.packb(head), ormsgpack.packb(metadata)
+        with self._lock:
+            for channel, version in new_versions.items():
+                self._blobs[(tid, ns, channel, version)] = values.get(channel)
+            self._rows[(tid, ns, head["id"])] = (data, meta, conf.get("checkpoint_id"))
+            self._latest[(tid, ns)] = head["id"]
+        return {
+            "configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": head["id"]}
+        }
+
+    def get_tuple(self, config: Any) -> CheckpointTuple:
+        conf = config["configurable"]
+        tid, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        with self._lock:
+            cid = conf.get("checkpoint_id") or self._latest[(tid, ns)]
+            data, meta, parent = self._rows[(tid, ns, cid)]
+            head = ormsgpack.unpackb(data)
+            blobs = self._blobs
+            head["channel_values"] = {
+                channel: blobs[(tid, ns, channel, version)]
+                for channel, version in head["channel_versions"].items()
+            }
+        address = {"thread_id": tid, "checkpoint_ns": ns}
+        return CheckpointTuple(
+            {"configurable": {**address, "checkpoint_id": cid}},
+            head,
+            ormsgpack.unpackb(meta),
+            {"configurable": {**address, "checkpoint_id": parent}} if parent else None,
+            [],
+        )
+
+
 def _put_get_us(saver: Any, thread_id: str, n: int) -> tuple[float, float]:
     """Mean microseconds of ``n`` W2 puts (three tiny channels) and ``n`` reads of the latest."""
     clock = time.perf_counter
@@ -93,7 +157,11 @@ def _put_get_us(saver: Any, thread_id: str, n: int) -> tuple[float, float]:
 
 def put_get(rounds: int, n: int) -> dict[str, dict[str, float]]:
     """put / get_tuple / both, each saver's median over ``rounds`` rounds taken in turns."""
-    savers = {"tether": InMemorySaver(), "langgraph": OfficialInMemorySaver()}
+    savers = {
+        "tether": InMemorySaver(),
+        "langgraph": OfficialInMemorySaver(),
+        "floor": FloorSaver(),
+    }
     got: dict[str, list[tuple[float, float]]] = {name: [] for name in savers}
     for r in range(rounds + 1):
         for name in list(savers) if r % 2 == 0 else list(savers)[::-1]:
@@ -165,6 +233,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 "tether": round(t_us, 2),
                 "langgraph": round(o_us, 2),
                 "ratio": ratio(o_us, t_us),
+                "floor": round(pg["floor"][metric], 2),
             }
         )
     RESULTS.mkdir(exist_ok=True)
