@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver as OfficialMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
@@ -457,6 +457,54 @@ async def scenario_messages(r: Runner) -> dict[str, Any]:
     }
 
 
+async def scenario_tool_calls(r: Runner) -> dict[str, Any]:
+    """An agent loop: tool calls, a tool result with an artifact, usage and response metadata,
+    and a message field LangChain does not declare (kept as an extra)."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        n = r.count("agent")
+        if n == 1:
+            call = {"name": "add", "args": {"a": 1, "b": 2}, "id": "call-1"}
+            reply = AIMessage(
+                "",
+                id="ai-1",
+                tool_calls=[call],
+                usage_metadata={"input_tokens": 3, "output_tokens": 5, "total_tokens": 8},
+                response_metadata={"finish_reason": "tool_calls", "model_name": "m"},
+            )
+        else:
+            reply = AIMessage(
+                [{"type": "text", "text": "the sum is 3"}],
+                id=f"ai-{n}",
+                response_metadata={"finish_reason": "stop"},
+                trace_id=f"t-{n}",
+            )
+        return {"messages": [reply]}
+
+    def tools(state: MessagesState) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]  # type: ignore[attr-defined]
+        total = call["args"]["a"] + call["args"]["b"]
+        result = ToolMessage(str(total), tool_call_id=call["id"], id="tool-1", artifact=[1, 2])
+        return {"messages": [result]}
+
+    def route(state: MessagesState) -> str:
+        return "tools" if state["messages"][-1].tool_calls else END  # type: ignore[attr-defined]
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    graph = r.compile(builder)
+    out = await r.invoke(graph, {"messages": [HumanMessage("add 1 and 2", id="h-0")]})
+    state = await r.state(graph)
+    kinds = [type(m).__name__ for m in state.values["messages"]]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"], kinds
+    assert state.values["messages"][-1].trace_id == "t-2"
+    return {"out": out, "history": trace_history(await r.history(graph))}
+
+
 async def scenario_command(r: Runner) -> dict[str, Any]:
     """Nodes route with Command(update=..., goto=...), incl. a Send; Overwrite resets a reducer."""
 
@@ -559,6 +607,7 @@ SCENARIOS: dict[str, Callable[[Runner], Awaitable[dict[str, Any]]]] = {
     "parallel_failure": scenario_parallel_failure,
     "send": scenario_send,
     "messages": scenario_messages,
+    "tool_calls": scenario_tool_calls,
     "command": scenario_command,
     "breakpoints": scenario_breakpoints,
     "functional": scenario_functional,
