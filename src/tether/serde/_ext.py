@@ -272,6 +272,16 @@ def _dumped_as_is(schema: Any, defs: _Defs) -> bool:
 _NestedCheck = tuple[str, type, Callable[[Any], bool], bool]
 
 
+def _model_schema(cls: Any) -> tuple[dict[str, Any], _Defs]:
+    """A model's core schema and its definitions by ref (models used more than once)."""
+    schema = cls.__pydantic_core_schema__
+    defs: _Defs = {}
+    if schema.get("type") == "definitions":
+        defs = {d["ref"]: d for d in schema["definitions"] if "ref" in d}
+        schema = schema["schema"]
+    return schema, defs
+
+
 def _plain_model(cls: Any) -> Callable[[Any], bool] | None:
     """For a plain pydantic v2 model, the per-instance check; None for any other.
 
@@ -280,11 +290,7 @@ def _plain_model(cls: Any) -> Callable[[Any], bool] | None:
     every field either dumped as is (_dumped_as_is) or a plain model itself.
     """
     try:
-        schema = cls.__pydantic_core_schema__
-        defs: _Defs = {}
-        if schema.get("type") == "definitions":  # models used more than once
-            defs = {d["ref"]: d for d in schema["definitions"] if "ref" in d}
-            schema = schema["schema"]
+        schema, defs = _model_schema(cls)
         return _plain_schema(schema, defs, 0) if schema.get("cls") is cls else None
     except Exception:  # a pydantic version that builds its schemas differently
         return None
@@ -302,6 +308,52 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _STRUCTURED = frozenset({"typed-dict", "model", "dataclass", "dataclass-args", "model-fields"})
 
 
+def _fields_schema(schema: dict[str, Any], *, unwrap: bool) -> tuple[dict[str, Any], bool] | None:
+    """A model schema's ``model-fields`` schema and whether extra keys are kept.
+
+    None when the model is dumped other than field by field: a root model, a
+    serializer of its own (model, field or annotated at the model level),
+    computed fields, or dumping by alias. ``unwrap``: look through model
+    validators wrapped around the fields (they do not change dumping).
+    """
+    cls = schema["cls"]
+    model_config = getattr(cls, "model_config", None) or {}
+    core_config = schema.get("config") or {}
+    decorators = cls.__pydantic_decorators__
+    if not (
+        schema.get("type") == "model"
+        and not schema.get("root_model")
+        and "serialization" not in schema
+        and not model_config.get("serialize_by_alias")
+        and not core_config.get("serialize_by_alias")
+        and not decorators.field_serializers
+        and not decorators.model_serializers
+        and not decorators.computed_fields
+    ):
+        return None
+    inner = schema.get("schema")
+    while (
+        unwrap
+        and isinstance(inner, dict)
+        and inner.get("type") in _VALIDATOR_WRAPPERS
+        and "serialization" not in inner
+    ):
+        inner = inner.get("schema")
+    if not (
+        isinstance(inner, dict)
+        and inner.get("type") == "model-fields"
+        and not inner.get("computed_fields")
+        and "serialization" not in inner
+    ):
+        return None
+    open_extra = (
+        model_config.get("extra") == "allow"
+        or core_config.get("extra_fields_behavior") == "allow"
+        or inner.get("extra_behavior") == "allow"
+    )
+    return inner, open_extra
+
+
 def _loose_model(cls: Any) -> tuple[tuple[str, ...], bool, tuple[str, ...]] | None:
     """A model that is not plain for its field types only: what its instances are checked for.
 
@@ -315,41 +367,13 @@ def _loose_model(cls: Any) -> tuple[tuple[str, ...], bool, tuple[str, ...]] | No
     allowed, structured field names)``, or None.
     """
     try:
-        schema = cls.__pydantic_core_schema__
-        defs: _Defs = {}
-        if schema.get("type") == "definitions":
-            defs = {d["ref"]: d for d in schema["definitions"] if "ref" in d}
-            schema = schema["schema"]
-        model_config = getattr(cls, "model_config", None) or {}
-        core_config = schema.get("config") or {}
-        decorators = cls.__pydantic_decorators__
-        if not (
-            schema.get("cls") is cls
-            and schema.get("type") == "model"
-            and not schema.get("root_model")
-            and "serialization" not in schema
-            and not model_config.get("serialize_by_alias")
-            and not core_config.get("serialize_by_alias")
-            and not decorators.field_serializers
-            and not decorators.model_serializers
-            and not decorators.computed_fields
-        ):
+        schema, defs = _model_schema(cls)
+        if schema.get("cls") is not cls:
             return None
-        inner = schema.get("schema")
-        # model validators wrap the fields' schema; they do not change dumping
-        while (
-            isinstance(inner, dict)
-            and inner.get("type") in _VALIDATOR_WRAPPERS
-            and "serialization" not in inner
-        ):
-            inner = inner.get("schema")
-        if not (
-            isinstance(inner, dict)
-            and inner.get("type") == "model-fields"
-            and not inner.get("computed_fields")
-            and "serialization" not in inner
-        ):
+        found = _fields_schema(schema, unwrap=True)
+        if found is None:
             return None
+        inner, open_extra = found
         structured: list[str] = []
         for field_name, field in inner["fields"].items():
             if any(str(k).startswith("serialization") for k in field):
@@ -359,11 +383,6 @@ def _loose_model(cls: Any) -> tuple[tuple[str, ...], bool, tuple[str, ...]] | No
                 return None
             if not flat:
                 structured.append(field_name)
-        open_extra = (
-            model_config.get("extra") == "allow"
-            or core_config.get("extra_fields_behavior") == "allow"
-            or inner.get("extra_behavior") == "allow"
-        )
         return tuple(inner["fields"]), open_extra, tuple(structured)
     except Exception:  # a pydantic version that builds its schemas differently
         return None
@@ -404,31 +423,10 @@ def _plain_schema(schema: Any, defs: _Defs, depth: int) -> Callable[[Any], bool]
     cls = schema.get("cls") if isinstance(schema, dict) else None
     if cls is None or depth > 3:
         return None
-    model_config = getattr(cls, "model_config", None) or {}
-    core_config = schema.get("config") or {}
-    decorators = cls.__pydantic_decorators__
-    if not (
-        schema.get("type") == "model"
-        and not schema.get("root_model")
-        and "serialization" not in schema
-        and model_config.get("extra") != "allow"
-        and core_config.get("extra_fields_behavior") != "allow"
-        and not model_config.get("serialize_by_alias")
-        and not core_config.get("serialize_by_alias")
-        and not decorators.field_serializers
-        and not decorators.model_serializers
-        and not decorators.computed_fields
-    ):
-        return None
-    inner = schema.get("schema")
-    if not (
-        isinstance(inner, dict)
-        and inner.get("type") == "model-fields"
-        and not inner.get("computed_fields")
-        and "serialization" not in inner
-        and inner.get("extra_behavior") != "allow"
-    ):
-        return None
+    found = _fields_schema(schema, unwrap=False)
+    if found is None or found[1]:
+        return None  # not dumped from its fields alone, or extra keys kept
+    inner = found[0]
     fields = inner["fields"]
     nested: list[_NestedCheck] = []
     for field_name, field in fields.items():
