@@ -49,13 +49,11 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, Protocol
 
 from tether.base import BaseCheckpointSaver
 from tether.checkpoint import WRITES_IDX_MAP, make_config
@@ -67,6 +65,7 @@ from tether.errors import (
     TetherError,
 )
 from tether.serde.base import SerializerProtocol
+from tether.stores import StoreURL, parse_store_url
 
 __all__ = [
     "ImportSummary",
@@ -82,92 +81,6 @@ ProgressCallback = Callable[[int, int], None]
 
 #: LangGraph's channel of pending ``Send`` packets (``langgraph.constants.TASKS``).
 TASKS = "__pregel_tasks"
-
-_SCHEMA_PARAM = "schema"
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-# --- store URLs -----------------------------------------------------------------------
-
-
-def _redact(url: str) -> str:
-    """A libpq URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        user = parts.username or ""
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
-@dataclass(frozen=True, slots=True)
-class StoreURL:
-    """Where a store lives, as named on the command line.
-
-    ``kind`` is ``"sqlite"`` (``location`` is a file path) or ``"postgres"``
-    (``location`` is a libpq URL without tether's ``schema`` parameter).
-    """
-
-    kind: Literal["sqlite", "postgres"]
-    location: str
-    schema: str = "public"
-    original: str = ""
-
-    def __str__(self) -> str:
-        # Messages and summaries show the name without its password.
-        text = self.original or self.location
-        return _redact(text) if self.kind == "postgres" else text
-
-
-def parse_store_url(url: str) -> StoreURL:
-    """Read a store name: a file path, ``sqlite:///path``, or ``postgresql://...``.
-
-    A Postgres URL may carry ``?schema=name`` (the Postgres schema holding the
-    tables; default ``public``); the other query parameters go to libpq.
-
-    Raises:
-        ConfigError: an empty name, an unknown scheme, or ``sqlite://`` with no path.
-    """
-    if not isinstance(url, str) or not url.strip():
-        raise ConfigError("a store name is empty; give a file path or a postgresql:// URL")
-    text = url.strip()
-    low = text.lower()
-    if low.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(text)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schema = "public"
-        rest = []
-        for key, value in query:
-            if key == _SCHEMA_PARAM:
-                schema = value
-            else:
-                rest.append((key, value))
-        if not schema:
-            raise ConfigError(f"{text}: ?schema= needs a Postgres schema name")
-        location = urlunsplit(parts._replace(query=urlencode(rest)))
-        return StoreURL("postgres", location, schema, text)
-    if low.startswith("sqlite:"):
-        path = text[len("sqlite:") :]
-        # sqlite:///rel.db and sqlite:////abs.db as SQLAlchemy writes them;
-        # sqlite:rel.db too.
-        if path.startswith("///"):
-            path = path[3:]
-        elif path.startswith("//"):
-            raise ConfigError(
-                f"{text}: use sqlite:///relative.db or sqlite:////absolute/path.db "
-                "(three slashes, then the path)"
-            )
-        if not path:
-            raise ConfigError(f"{text}: no database file after sqlite:")
-        return StoreURL("sqlite", path, original=text)
-    scheme = _SCHEME.match(text)
-    if scheme and not Path(text).exists():
-        raise ConfigError(
-            f"{text}: unknown store scheme {scheme.group(1)!r}; use a file path, sqlite:///path "
-            "or postgresql://user@host/db"
-        )
-    return StoreURL("sqlite", text, original=text)
 
 
 # --- the summary --------------------------------------------------------------------

@@ -29,7 +29,8 @@ from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import Store, ThreadInfo, opened, same_store
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError
-from tether.importer import ImportSummary, import_store, parse_store_url
+from tether.importer import ImportSummary, import_store
+from tether.stores import parse_store_url
 
 __all__ = ["cli"]
 

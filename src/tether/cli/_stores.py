@@ -2,7 +2,7 @@
 
 A store is named by a file path or ``sqlite:///path`` (:class:`tether.SqliteSaver`)
 or by ``postgresql://...`` with an optional ``?schema=`` (:class:`tether.PostgresSaver`),
-as :func:`tether.importer.parse_store_url` reads them.
+as :func:`tether.stores.parse_store_url` reads them.
 
 The saver does the operations (``list``, ``get_tuple``, ``prune``, ...). A
 few questions a saver does not answer -- which threads exist, how many rows
@@ -25,7 +25,8 @@ from typing import Any
 
 from tether.base import BaseCheckpointSaver
 from tether.errors import ConfigError, StorageError, TetherError
-from tether.importer import StoreURL, parse_store_url, source_serializer
+from tether.importer import source_serializer
+from tether.stores import StoreURL, parse_store_url
 
 __all__ = ["Store", "TableStats", "ThreadInfo", "open_store", "opened", "same_store"]
 
@@ -351,7 +352,7 @@ def open_store(
     """Open the tether store ``name`` (a path or URL).
 
     Args:
-        name: as :func:`tether.importer.parse_store_url` reads it.
+        name: as :func:`tether.stores.parse_store_url` reads it.
         create: create a missing store (import targets); otherwise a missing
             store is a :class:`~tether.errors.ConfigError`.
         allowlist: extra ``(module, name)`` types stored values may have, on
