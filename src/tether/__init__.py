@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from tether.backends.memory import InMemorySaver
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
+    MAX_NAME_BYTES,
+    MAX_NS_BYTES,
     Address,
     Checkpoint,
     CheckpointMetadata,
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "MAX_NAME_BYTES",
+    "MAX_NS_BYTES",
     "Address",
     "BaseCheckpointSaver",
     "Checkpoint",

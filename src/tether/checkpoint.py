@@ -24,6 +24,8 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "ERROR",
     "INTERRUPT",
+    "MAX_NAME_BYTES",
+    "MAX_NS_BYTES",
     "NS_END",
     "NS_SEP",
     "RESUME",
@@ -237,9 +239,28 @@ def thread_id_text(value: Any, what: str = "thread_id") -> str:
     return check_text(value, what)
 
 
-def check_text(value: str, what: str) -> str:
-    """``value`` if it can be a stored name (:func:`text_problem`), else ConfigError."""
+#: Longest thread id, checkpoint id, channel name, version or task id, in UTF-8
+#: bytes. Names are index keys on every backend, and a Postgres index row holds
+#: at most about 2,700 bytes: with these two limits the widest key (a blob's
+#: thread, namespace, channel and version) still fits, so a thread any backend
+#: stores can be copied or imported into any other.
+MAX_NAME_BYTES = 512
+#: Longest checkpoint namespace (subgraph levels ``node:task_id`` joined by ``|``).
+MAX_NS_BYTES = 1024
+
+
+def check_text(value: str, what: str, limit: int = MAX_NAME_BYTES) -> str:
+    """``value`` if it can be a stored name (:func:`text_problem`, at most ``limit``
+    bytes in UTF-8), else ConfigError."""
     problem = text_problem(value)
+    if problem is None and len(value) * 4 > limit:  # a char is at most 4 bytes
+        size = len(value) if value.isascii() else len(value.encode())
+        if size > limit:
+            problem = (
+                f"is {size:,} bytes long; every backend keeps names as index keys, at most "
+                f"{limit:,} bytes (UTF-8); use a shorter name, or a hash of a long one"
+            )
+            raise ConfigError(f"{what} {value[:40]!r}... {problem}")
     if problem is not None:
         raise ConfigError(f"{what} {value!r} {problem}; no backend can store it")
     return value
@@ -269,8 +290,12 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
                 and (cid is None or type(cid) is str)
                 and thread_id.isascii()
                 and "\x00" not in thread_id
-                and (not ns or (ns.isascii() and "\x00" not in ns))
-                and (cid is None or (cid.isascii() and "\x00" not in cid))
+                and len(thread_id) <= MAX_NAME_BYTES
+                and (not ns or (ns.isascii() and "\x00" not in ns and len(ns) <= MAX_NS_BYTES))
+                and (
+                    cid is None
+                    or (cid.isascii() and "\x00" not in cid and len(cid) <= MAX_NAME_BYTES)
+                )
             ):
                 return thread_id, ns, cid
     elif not isinstance(config, Mapping):
@@ -289,7 +314,7 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
     if cid is not None and not isinstance(cid, str):
         raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
     # A str subclass (an enum's str mixin, a label type) is addressed by its text.
-    ns = check_text(str.__str__(ns), f"{what}: checkpoint_ns")
+    ns = check_text(str.__str__(ns), f"{what}: checkpoint_ns", MAX_NS_BYTES)
     if cid is not None:
         cid = check_text(str.__str__(cid), f"{what}: checkpoint_id")
     return thread_id, ns, cid

@@ -77,6 +77,9 @@ _json = st.recursive(
     max_leaves=6,
 )
 _good_name = st.sampled_from(["t", "u", "sub:1", "ü-日本"])
+# Names at and past the length limit every backend shares (MAX_NAME_BYTES,
+# MAX_NS_BYTES): stored by all three, or refused by all three.
+_long_name = st.sampled_from(["x" * 512, "x" * 513, "é" * 256, "é" * 257, "y" * 1024, "y" * 3000])
 # Mostly good names (so that calls get past the address and reach storage),
 # the rest odd.
 _name = st.one_of(
@@ -85,6 +88,7 @@ _name = st.one_of(
     _good_name,
     _text.filter(bool),
     _odd_text,
+    _long_name,
     st.integers(),
     st.none(),
     st.lists(_text, max_size=1),
@@ -123,7 +127,9 @@ def _config(draw: st.DrawFn) -> Any:
 
 @st.composite
 def _checkpoint(draw: st.DrawFn) -> Any:
-    channels = draw(st.lists(st.one_of(_text.filter(bool), _odd_text, st.integers()), max_size=3))
+    channels = draw(
+        st.lists(st.one_of(_text.filter(bool), _odd_text, _long_name, st.integers()), max_size=3)
+    )
     versions = {c: draw(_version) for c in channels}
     values = {c: draw(_json) for c in channels if draw(st.booleans())}
     cp: dict[str, Any] = {
@@ -220,7 +226,7 @@ def _types(value: Any) -> Any:
         ),
         _json,
     ),
-    task_id=st.one_of(_text, _odd_text, st.integers()),
+    task_id=st.one_of(_text, _odd_text, _long_name, st.integers()),
     filter=st.one_of(
         st.none(), st.dictionaries(st.one_of(_text, st.integers()), _json, max_size=2)
     ),
@@ -310,6 +316,60 @@ def test_thread_operations_refuse_or_apply_odd_arguments_alike(
         for name, s in savers.items()
     }
     assert held["memory"] == held["sqlite"] == held["postgres"], held
+
+
+def _incompressible(n: int, seed: int) -> str:
+    """``n`` ASCII characters no compressor shrinks (Postgres compresses long index keys)."""
+    import random
+
+    rng = random.Random(seed)
+    return "".join(
+        rng.choice("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        for _ in range(n)
+    )
+
+
+def test_names_at_the_length_limit_are_stored_and_copied_by_every_backend(
+    savers: dict[str, Any],
+) -> None:
+    """The widest keys every backend accepts fit Postgres's index rows; one byte more is
+    refused by all three (issue #20: SQLite and memory used to store what Postgres refused)."""
+    from tether import MAX_NAME_BYTES, MAX_NS_BYTES, ConfigError
+
+    tid = _incompressible(MAX_NAME_BYTES, 1)
+    ns = _incompressible(MAX_NS_BYTES, 2)
+    channel = _incompressible(MAX_NAME_BYTES, 3)
+    version = _incompressible(MAX_NAME_BYTES, 4)
+    task = _incompressible(MAX_NAME_BYTES, 5)
+    copy_to = _incompressible(MAX_NAME_BYTES, 6)
+    cp = {
+        "v": 4,
+        "id": "1f0a0000-0000-6000-8000-0000000000aa",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {channel: "x" * 1000},
+        "channel_versions": {channel: version},
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+    config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+    for name, saver in savers.items():
+        stored = saver.put(config, dict(cp), {}, {channel: version})
+        saver.put_writes(stored, [(channel, "w")], task)
+        saver.copy_thread(tid, copy_to)
+        got = saver.get_tuple({"configurable": {"thread_id": copy_to, "checkpoint_ns": ns}})
+        assert got is not None, name
+        assert got.checkpoint["channel_values"] == {channel: "x" * 1000}, name
+        assert got.pending_writes == [(task, channel, "w")], name
+        for bad in (
+            {"configurable": {"thread_id": tid + "x"}},
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ns + "x"}},
+        ):
+            with pytest.raises(ConfigError, match="bytes long"):
+                saver.put(bad, dict(cp), {}, {channel: version})
+        with pytest.raises(ConfigError, match="bytes long"):
+            saver.put_writes(stored, [("c", 1)], task + "x")
+        saver.delete_thread(tid)
+        saver.delete_thread(copy_to)
 
 
 async def _aoutcome(coro: Any) -> tuple[str, Any]:

@@ -16,6 +16,7 @@ import msgspec
 import ormsgpack
 
 from tether.checkpoint import (
+    MAX_NAME_BYTES,
     Address,
     ChannelVersions,
     Checkpoint,
@@ -295,7 +296,7 @@ def check_checkpoint(checkpoint: Checkpoint, new_versions: ChannelVersions) -> N
         raise ConfigError(f"checkpoint {cid}: 'channel_values' must be a mapping")
     if type(new_versions) is not dict and not isinstance(new_versions, Mapping):
         raise ConfigError(f"checkpoint {cid}: new_versions must be a mapping")
-    if not (cid.isascii() and "\x00" not in cid):
+    if not (cid.isascii() and "\x00" not in cid and len(cid) <= MAX_NAME_BYTES):
         check_text(cid, "checkpoint id")
     check_channel_names(new_versions, cid)
     if new_versions.items() <= versions.items():
@@ -382,6 +383,16 @@ def _check_json(value: Any, path: str, cid: str, depth: int) -> None:
     )
 
 
+def _plain_name(value: Any) -> bool:
+    """Whether ``value`` is a name every backend stores as it is, at a glance (ASCII)."""
+    return (
+        type(value) is str
+        and value.isascii()
+        and "\x00" not in value
+        and len(value) <= MAX_NAME_BYTES
+    )
+
+
 def _check_name(value: Any, what: str) -> None:
     """The slow path of a name check: a str any backend can store, else ConfigError."""
     if not isinstance(value, str):
@@ -392,11 +403,11 @@ def _check_name(value: Any, what: str) -> None:
 def check_channel_names(new_versions: ChannelVersions, cid: str) -> None:
     """Channel names and versions a put stores as keys: strings any backend can store."""
     for channel, version in new_versions.items():
-        if type(channel) is not str or not channel.isascii() or "\x00" in channel:
+        if not _plain_name(channel):
             _check_name(channel, f"checkpoint {cid}: channel name")
         kind = type(version)
         if isinstance(version, str):
-            if not (version.isascii() and "\x00" not in version):
+            if not (version.isascii() and "\x00" not in version and len(version) <= MAX_NAME_BYTES):
                 check_text(version, f"checkpoint {cid}: version of channel {channel!r}")
         elif kind is not int and kind is not float:
             raise ConfigError(
@@ -480,7 +491,7 @@ def index_writes(
         raise ConfigError(f"task_id must be a non-empty string, got {task_id!r}")
     if not isinstance(task_path, str):
         raise ConfigError(f"task_path must be a string, got {task_path!r}")
-    if not (task_id.isascii() and "\x00" not in task_id):
+    if not _plain_name(task_id):
         check_text(task_id, "task_id")
     if task_path and not (task_path.isascii() and "\x00" not in task_path):
         check_text(task_path, f"task_path of task {task_id!r}")
@@ -501,7 +512,7 @@ def index_writes(
                 f"write #{position} of task {task_id!r} must be a (channel, value) pair, "
                 f"got {item!r}"
             ) from None
-        if type(channel) is not str or not channel.isascii() or "\x00" in channel:
+        if not _plain_name(channel):
             _check_name(channel, f"write #{position} of task {task_id!r}: channel")
         idx = write_index(channel, position)
         rows[idx] = (idx, channel, value)

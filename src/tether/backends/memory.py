@@ -73,6 +73,7 @@ from tether.backends._common import (
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, join_append, supports
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
+    MAX_NAME_BYTES,
     Address,
     ChannelVersions,
     Checkpoint,
@@ -519,6 +520,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 and cid
                 and cid.isascii()
                 and "\x00" not in cid
+                and len(cid) <= MAX_NAME_BYTES
                 and type(versions) is dict
                 and type(values) is dict
                 and new_versions.items() <= versions.items()
@@ -562,7 +564,16 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 type(channel) is not str
                 or not channel.isascii()
                 or "\x00" in channel
-                or (type(v) is not int and (type(v) is not str or not v.isascii() or "\x00" in v))
+                or len(channel) > MAX_NAME_BYTES
+                or (
+                    type(v) is not int
+                    and (
+                        type(v) is not str
+                        or not v.isascii()
+                        or "\x00" in v
+                        or len(v) > MAX_NAME_BYTES
+                    )
+                )
             ):
                 check_channel_names({channel: v}, cid)
             version = str(v)
