@@ -598,6 +598,95 @@ async def scenario_functional(r: Runner) -> dict[str, Any]:
     }
 
 
+def nested(r: Runner, *, ask: bool = False) -> Any:
+    """before -> child (a compiled subgraph: inner_a -> inner_b) -> after."""
+
+    def inner_a(state: Chain) -> Chain:
+        r.count("inner_a")
+        return {"log": ["inner-a"], "x": state.get("x", 0) + 10}
+
+    def inner_b(state: Chain) -> Chain:
+        r.count("inner_b")
+        if ask:
+            return {"log": [f"inner-b:{interrupt('inner?')}"]}
+        return {"log": ["inner-b"]}
+
+    inner = StateGraph(Chain)
+    inner.add_node("inner_a", inner_a)
+    inner.add_node("inner_b", inner_b)
+    inner.add_edge(START, "inner_a")
+    inner.add_edge("inner_a", "inner_b")
+    inner.add_edge("inner_b", END)
+
+    def before(state: Chain) -> Chain:
+        r.count("before")
+        return {"log": ["before"], "x": state.get("x", 0) + 1}
+
+    def after(state: Chain) -> Chain:
+        r.count("after")
+        return {"log": ["after"]}
+
+    outer = StateGraph(Chain)
+    outer.add_node("before", before)
+    outer.add_node("child", inner.compile())  # inherits the parent's checkpointer
+    outer.add_node("after", after)
+    outer.add_edge(START, "before")
+    outer.add_edge("before", "child")
+    outer.add_edge("child", "after")
+    outer.add_edge("after", END)
+    return r.compile(outer)
+
+
+async def scenario_subgraph_replay(r: Runner) -> dict[str, Any]:
+    """Time travel in a graph with a subgraph (#13.1): replay from a past checkpoint, fork a
+    past checkpoint with update_state and continue. LangGraph's replay loads the subgraph's
+    checkpoint with ``list(config, before={"configurable": {"checkpoint_id": ...}})``."""
+    graph = nested(r)
+    first = await r.invoke(graph, {"log": ["start"], "x": 0})
+    second = await r.invoke(graph, {"log": ["again"]})
+    full = await r.history(graph)
+    # The newest checkpoint whose next step runs the subgraph (exit mode keeps none:
+    # then the oldest one there is).
+    at_child = [s for s in full if s.next == ("child",)] or full[-1:]
+    replayed = await r.invoke(graph, None, at_child[0].config)
+    forked_at = await r.update(graph, at_child[-1].config, {"log": ["edited"], "x": 50})
+    forked = await r.invoke(graph, None, forked_at)
+    subgraph_states = [
+        snapshot(t.state, {})
+        for s in await r.history(graph)
+        for t in s.tasks
+        if isinstance(t.state, StateSnapshot)
+    ]
+    return {
+        "runs": [first, second, replayed, forked],
+        "counts": dict(r.counts),
+        "subgraph_states": subgraph_states,
+        "history": trace_history(await r.history(graph)),
+    }
+
+
+async def scenario_subgraph_interrupt_replay(r: Runner) -> dict[str, Any]:
+    """A subgraph interrupts; after the resume, replay from the checkpoint where it waited
+    (the subgraph's own namespace is read back as it was before the replay point), resume
+    the replay with another answer, and read the subgraph's history by its namespace."""
+    graph = nested(r, ask=True)
+    paused = await r.invoke(graph, {"log": ["start"], "x": 0})
+    waiting = await r.state(graph, subgraphs=True)
+    sub_config = waiting.tasks[0].state.config
+    done = await r.invoke(graph, Command(resume="first"))
+    sub_history = await r.history(graph, sub_config)
+    replay_paused = await r.invoke(graph, None, waiting.config)
+    replay_state = await r.state(graph, subgraphs=True)
+    replay_done = await r.invoke(graph, Command(resume="second"))
+    return {
+        "runs": _plain([paused, done, replay_paused, replay_done]),
+        "counts": dict(r.counts),
+        "sub_history": trace_history(sub_history),
+        "replay_state": snapshot(replay_state, {}),
+        "history": trace_history(await r.history(graph)),
+    }
+
+
 SCENARIOS: dict[str, Callable[[Runner], Awaitable[dict[str, Any]]]] = {
     "chain": scenario_chain,
     "interrupt": scenario_interrupt,
@@ -611,6 +700,8 @@ SCENARIOS: dict[str, Callable[[Runner], Awaitable[dict[str, Any]]]] = {
     "command": scenario_command,
     "breakpoints": scenario_breakpoints,
     "functional": scenario_functional,
+    "subgraph_replay": scenario_subgraph_replay,
+    "subgraph_interrupt_replay": scenario_subgraph_interrupt_replay,
 }
 
 

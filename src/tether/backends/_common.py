@@ -48,6 +48,7 @@ __all__ = [
     "check_prune",
     "check_thread_id",
     "check_thread_ids",
+    "before_checkpoint_id",
     "decode_value",
     "dumps_json",
     "index_writes",
@@ -230,10 +231,38 @@ def check_list_args(
     addr = Address.optional(config)
     want = check_filter(filter)
     limit = check_limit(limit)
-    before_id = Address.from_config(before, what="before").checkpoint_id if before else None
-    if before is not None and before_id is None:
-        raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+    before_id = None if before is None else before_checkpoint_id(before)
     return addr, want, before_id, limit
+
+
+def before_checkpoint_id(before: Config) -> str:
+    """The checkpoint id a ``list(before=...)`` config names: the cursor to list below.
+
+    Only ``configurable.checkpoint_id`` matters, as for LangGraph's savers:
+    LangGraph's own replay of a graph with subgraphs passes
+    ``{"configurable": {"checkpoint_id": X}}`` with no thread. Ids are
+    time-ordered across threads, so the bound means the same whatever thread
+    or namespace ``before`` names; those keys, and any others, are ignored.
+
+    Raises:
+        ConfigError: ``before`` is not a config, has no checkpoint id, or the id
+            is not text any backend can store.
+    """
+    conf = before.get("configurable") if isinstance(before, Mapping) else None
+    if not isinstance(conf, Mapping):
+        raise ConfigError(
+            "before must be a config naming a checkpoint, "
+            '{"configurable": {"checkpoint_id": "..."}} (the cursor to list below), '
+            f"got {before!r:.100}"
+        )
+    cid = conf.get("checkpoint_id")
+    if not cid:
+        raise ConfigError("before must name a checkpoint_id (the cursor to list below)")
+    if not isinstance(cid, str):
+        raise ConfigError(
+            f"before: checkpoint_id must be a string, got {type(cid).__name__} {cid!r:.100}"
+        )
+    return check_text(str.__str__(cid), "before: checkpoint_id")
 
 
 def check_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:

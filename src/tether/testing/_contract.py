@@ -524,6 +524,52 @@ class SaverContract(HistoryContract):
         assert await driver.ids(None, before=line.configs[2]) == ids[:2][::-1]
         assert await driver.ids(None, before=make_config("u", "", other[0])) == ids[::-1]
 
+    async def test_list_before_needs_only_a_checkpoint_id(self, driver: Driver) -> None:
+        """LangGraph's replay of a graph with subgraphs passes ``before`` without a thread:
+        only its checkpoint id bounds the listing; other keys of it are ignored."""
+        root, sub = Line(driver, "t"), Line(driver, "t", "sub:1")
+        await root.steps(2)
+        await sub.steps(2)
+        ids = await root.steps(2)
+        bound = {"configurable": {"checkpoint_id": ids[0]}}
+        assert await driver.ids(make_config("t", ""), before=bound, limit=1) == [root.ids[1]]
+        assert await driver.ids(make_config("t", "sub:1"), before=bound) == sub.ids[::-1]
+        assert await driver.ids(None, before=bound) == sorted(root.ids[:2] + sub.ids, reverse=True)
+        # A thread or namespace in `before` does not narrow or widen the listing.
+        other = {"configurable": {"thread_id": "elsewhere", "checkpoint_ns": "x:1"}}
+        other["configurable"]["checkpoint_id"] = ids[0]
+        assert await driver.ids(make_config("t", ""), before=other) == root.ids[:2][::-1]
+        assert (
+            await driver.ids(
+                make_config("t", ""),
+                before={
+                    "configurable": {"checkpoint_id": ids[0], "checkpoint_map": {}},
+                    "metadata": {},
+                },
+            )
+            == root.ids[:2][::-1]
+        )
+
+    @pytest.mark.parametrize(
+        "before",
+        [
+            {"configurable": {}},
+            {"configurable": {"thread_id": "t"}},
+            {"configurable": {"checkpoint_id": None}},
+            {"configurable": {"checkpoint_id": 5}},
+            {"configurable": {"checkpoint_id": "a\x00b"}},
+            {"configurable": {"checkpoint_id": "x" * 600}},
+            {"checkpoint_id": "1f0a"},
+            "1f0a",
+        ],
+    )
+    async def test_list_before_without_a_usable_checkpoint_id_is_a_config_error(
+        self, driver: Driver, before: Any
+    ) -> None:
+        await Line(driver, "t").steps(1)
+        with pytest.raises(ConfigError, match="before"):
+            await driver.list(make_config("t"), before=before)
+
     async def test_list_limit(self, driver: Driver) -> None:
         line = Line(driver, "t")
         ids = await line.steps(5)
