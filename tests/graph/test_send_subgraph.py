@@ -288,3 +288,62 @@ def test_get_state_and_history_of_a_subgraph_namespace() -> None:
     assert inner.values == {"items": ["before", "inner1"]}
     steps = [s.metadata["step"] for s in app.get_state_history(sub_config)]
     assert steps == [1, 0, -1]
+
+
+def _langgraph_outer(ask: bool) -> Any:
+    """The outer/inner graphs above, built on LangGraph itself with its InMemorySaver."""
+    from langgraph.checkpoint.memory import InMemorySaver as LangGraphMemory
+    from langgraph.graph import START as LG_START
+    from langgraph.graph import StateGraph as LangGraphStateGraph
+    from langgraph.types import interrupt as lg_interrupt
+
+    def step1(state: Inner) -> dict[str, Any]:
+        return {"items": ["inner1"]}
+
+    def step2(state: Inner) -> dict[str, Any]:
+        answer = lg_interrupt("inner question") if ask else "none"
+        return {"items": [f"inner2:{answer}"], "answer": answer}
+
+    inner = LangGraphStateGraph(Inner)
+    inner.add_node("step1", step1)
+    inner.add_node("step2", step2)
+    inner.add_edge(LG_START, "step1")
+    inner.add_edge("step1", "step2")
+    outer = LangGraphStateGraph(Outer)
+    outer.add_node("before", lambda state: {"items": ["before"]})
+    outer.add_node("sub", inner.compile())
+    outer.add_node("after", lambda state: {"items": ["after"]})
+    outer.add_edge(LG_START, "before")
+    outer.add_edge("before", "sub")
+    outer.add_edge("sub", "after")
+    return outer.compile(checkpointer=LangGraphMemory())
+
+
+def _history_shape(snapshots: Any) -> list[tuple[Any, ...]]:
+    return [
+        (
+            s.metadata["step"],
+            s.metadata["source"],
+            s.next,
+            s.config["configurable"]["checkpoint_ns"],
+        )
+        for s in snapshots
+    ]
+
+
+@pytest.mark.parametrize("ask", [True, False])
+async def test_history_of_a_graph_holds_its_own_namespace_only_as_in_langgraph(ask: bool) -> None:
+    """#13.5: get_state_history(config) listed the subgraph's checkpoints (namespace
+    sub:<task>) among the parent's, each decoded as the parent's state."""
+    ours, theirs = outer_graph(Counter(), ask=ask), _langgraph_outer(ask)
+    for app in (ours, theirs):
+        app.invoke({"items": []}, cfg())
+    want = _history_shape(theirs.get_state_history(cfg()))
+    assert {ns for *_, ns in want} == {""}
+    assert _history_shape(ours.get_state_history(cfg())) == want
+    assert _history_shape([s async for s in ours.aget_state_history(cfg())]) == want
+    if ask:  # the subgraph's own history, by its namespace
+        sub_ours = ours.get_state(cfg()).tasks[0].state
+        sub_theirs = theirs.get_state(cfg()).tasks[0].state
+        shape = [s[:3] for s in _history_shape(theirs.get_state_history(sub_theirs))]
+        assert [s[:3] for s in _history_shape(ours.get_state_history(sub_ours))] == shape

@@ -350,9 +350,15 @@ class CompiledStateGraph:
         before: Config | None = None,
         limit: int | None = None,
     ) -> Iterator[StateSnapshot]:
-        """Every checkpoint of the thread (namespace), newest first."""
+        """Every checkpoint of the config's namespace (the root graph's by default), newest first.
+
+        As in LangGraph, a subgraph's checkpoints are not the parent graph's
+        history: they are listed by passing the subgraph's own config (its
+        ``checkpoint_ns``), as ``get_state(subgraphs=True)`` returns it.
+        """
         owner = self._owner(config)
-        for saved in self._saver().list(config, filter=filter, before=before, limit=limit):
+        scoped = _one_namespace(config)
+        for saved in self._saver().list(scoped, filter=filter, before=before, limit=limit):
             yield owner._snapshot(saved, latest=False)[0]
 
     async def aget_state_history(
@@ -365,7 +371,8 @@ class CompiledStateGraph:
     ) -> AsyncIterator[StateSnapshot]:
         """Async :meth:`get_state_history`."""
         owner = self._owner(config)
-        async for saved in self._saver().alist(config, filter=filter, before=before, limit=limit):
+        scoped = _one_namespace(config)
+        async for saved in self._saver().alist(scoped, filter=filter, before=before, limit=limit):
             yield owner._snapshot(saved, latest=False)[0]
 
     # --- changing state --------------------------------------------------------------
@@ -456,3 +463,12 @@ def _last_node(saved: CheckpointTuple | None) -> str:
     if best is None:
         return START
     return best[1]
+
+
+def _one_namespace(config: Config) -> Config:
+    """``config`` naming its namespace explicitly (``""`` when absent), so ``list`` reads
+    that namespace only: a saver lists every namespace of a thread when none is named."""
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    if not isinstance(conf, Mapping) or conf.get("checkpoint_ns") is not None:
+        return config
+    return {**config, "configurable": {**conf, "checkpoint_ns": ""}}
