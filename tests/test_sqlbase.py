@@ -6,7 +6,9 @@ import threading
 import zlib
 
 import pytest
+import zstandard
 
+from tether.backends._payload import CHECKSUM
 from tether.backends._sqlbase import (
     ENCODING_PLAIN,
     ENCODING_ZLIB,
@@ -23,36 +25,39 @@ BIG = {"messages": [{"content": f"message {i} " * 20} for i in range(200)]}
 def test_large_values_are_zstd_and_round_trip() -> None:
     codec = BlobCodec(compress_threshold=1024)
     tag, encoding, payload = codec.encode(SERDE, BIG)
-    assert encoding == ENCODING_ZSTD
+    assert encoding == ENCODING_ZSTD | CHECKSUM
     assert len(payload) < len(SERDE.dumps_typed(BIG)[1]) / 4
     assert SERDE.loads_typed((tag, codec.decode_bytes(encoding, payload))) == BIG
 
 
 def test_small_or_incompressible_values_stay_plain() -> None:
     codec = BlobCodec(compress_threshold=1024)
-    assert codec.encode(SERDE, {"a": 1})[1] == ENCODING_PLAIN
+    assert codec.encode(SERDE, {"a": 1})[1] == CHECKSUM  # plain, behind its checksum
     noise = bytes(range(256)) * 2 + b"\x00"
     import random
 
     rnd = random.Random(3).randbytes(4096)
-    assert codec.encode_bytes("bytes", rnd)[1] == ENCODING_PLAIN
-    assert BlobCodec().encode_bytes("bytes", noise * 100)[1] == ENCODING_PLAIN  # no threshold
+    assert codec.encode_bytes("bytes", rnd)[1] == CHECKSUM
+    assert BlobCodec().encode_bytes("bytes", noise * 100)[1] == CHECKSUM  # no threshold
 
 
 def test_zlib_payloads_of_earlier_releases_are_still_read() -> None:
     raw = SERDE.dumps_typed(BIG)[1]
-    assert BlobCodec.decode_bytes(ENCODING_ZLIB, zlib.compress(raw, 1)) == raw
+    assert BlobCodec().decode_bytes(ENCODING_ZLIB, zlib.compress(raw, 1)) == raw
+    assert BlobCodec().decode_bytes(ENCODING_PLAIN, raw) == raw
+    frame = zstandard.ZstdCompressor(level=1).compress(raw)
+    assert BlobCodec().decode_bytes(ENCODING_ZSTD, frame) == raw
 
 
 @pytest.mark.parametrize("encoding", [ENCODING_ZLIB, ENCODING_ZSTD])
 def test_damaged_payload_is_a_storage_error(encoding: int) -> None:
     with pytest.raises(StorageError, match="damaged"):
-        BlobCodec.decode_bytes(encoding, b"\x28\xb5\x2f\xfd garbage", where="of channel 'm'")
+        BlobCodec().decode_bytes(encoding, b"\x28\xb5\x2f\xfd garbage", where="of channel 'm'")
 
 
 def test_unknown_encoding_says_upgrade() -> None:
     with pytest.raises(StorageError, match="newer tether"):
-        BlobCodec.decode_bytes(7, b"x")
+        BlobCodec().decode_bytes(7, b"x")
 
 
 @pytest.mark.parametrize("kwargs", [{"compress_threshold": 0}, {"compress_level": 0}])

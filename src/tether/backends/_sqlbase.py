@@ -4,15 +4,9 @@ Nothing here opens a connection or writes SQL text: a backend turns what its
 driver returns into the plain tuples these functions take, and sends what they
 return as bound parameters. What lives here:
 
-* **Blob encoding.** A stored value is ``(type, encoding, payload)``: ``type``
-  is the serializer's tag, ``encoding`` says how ``payload`` was transformed
-  after serialization. ``0`` (:data:`ENCODING_PLAIN`) is the serializer's bytes
-  as they are; ``1`` (:data:`ENCODING_ZLIB`) is those bytes zlib-compressed,
-  ``2`` (:data:`ENCODING_ZSTD`) zstd-compressed (what payloads above the size
-  threshold get: zstd level 1 compresses 3x and decompresses 8x faster than
-  zlib level 1 at the same ratio on chat histories). Other numbers are
-  reserved; a reader meeting an encoding it does not know raises
-  :class:`~tether.errors.StorageError` instead of guessing.
+* **Blob encoding** is :mod:`tether.backends._payload` (:class:`BlobCodec`,
+  re-exported here): the serializer's bytes behind a checksum, zstd-compressed
+  when large, every damage a :class:`~tether.errors.StorageError`.
 * **Append deltas** (:mod:`tether.backends._delta`) are orthogonal to the
   encoding: a row whose ``base`` column names a snapshot holds only the tail
   appended since that snapshot (itself compressed or not, per ``encoding``).
@@ -38,23 +32,27 @@ return as bound parameters. What lives here:
 from __future__ import annotations
 
 import json
-import threading
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-import zstandard
-
-from tether.backends._common import EMPTY, EMPTY_TAG, check_prune, decode_value, loads_json
-from tether.backends._delta import AppendTracker, ChannelPlan, join_append
+from tether.backends._common import EMPTY_TAG, check_prune, decode_value, loads_json
+from tether.backends._delta import AppendTracker, join_append
+from tether.backends._payload import (
+    ENCODING_PLAIN,
+    ENCODING_ZLIB,
+    ENCODING_ZSTD,
+    BlobCodec,
+    EncodedValue,
+)
+from tether.backends._payload import where as _where
 from tether.checkpoint import (
     Address,
     ChannelVersions,
     CheckpointTuple,
     PendingWrite,
 )
-from tether.errors import ConfigError, DecodeError, StorageError
+from tether.errors import DecodeError, StorageError
 from tether.serde.base import SerializerProtocol
 
 __all__ = [
@@ -75,35 +73,6 @@ __all__ = [
     "versions_to_json",
 ]
 
-#: The serializer's bytes, untouched.
-ENCODING_PLAIN = 0
-#: The serializer's bytes, compressed with zlib (RFC 1950); still read, no longer written.
-ENCODING_ZLIB = 1
-#: The serializer's bytes, compressed with zstd (RFC 8878), one frame with its size.
-ENCODING_ZSTD = 2
-
-_zstd = threading.local()  # zstd contexts are not thread-safe: one pair per thread
-
-
-def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
-    key = f"c{level}"
-    c: zstandard.ZstdCompressor | None = getattr(_zstd, key, None)
-    if c is None:
-        c = zstandard.ZstdCompressor(level=level)
-        setattr(_zstd, key, c)
-    return c
-
-
-def _zstd_decompressor() -> zstandard.ZstdDecompressor:
-    d: zstandard.ZstdDecompressor | None = getattr(_zstd, "d", None)
-    if d is None:
-        d = _zstd.d = zstandard.ZstdDecompressor()
-    return d
-
-
-EncodedValue: TypeAlias = tuple[str, int, bytes]
-"""``(type, encoding, payload)`` as stored in a blob or write row."""
-
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
 """``(type, encoding, payload, base)`` of a blob row as read back (``base``: see _delta)."""
 
@@ -114,110 +83,7 @@ BlobKey: TypeAlias = tuple[str, str, str, str]
 """``(thread_id, checkpoint_ns, channel, version)``: the key of a blob row."""
 
 
-@dataclass(frozen=True, slots=True)
-class BlobCodec:
-    """Turns serialized values into stored payloads and back.
-
-    Args:
-        compress_threshold: payloads of at least this many bytes are stored
-            zstd-compressed; ``None`` stores every payload plain.
-        compress_level: zstd level (1 = fastest; a chat history compresses
-            about 8x at level 1 and barely better above).
-    """
-
-    compress_threshold: int | None = None
-    compress_level: int = 1
-
-    def __post_init__(self) -> None:
-        t = self.compress_threshold
-        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
-            raise ConfigError(f"compress_threshold must be a positive int or None, got {t!r}")
-        if not 1 <= self.compress_level <= 19:
-            raise ConfigError(f"compress_level must be 1..19, got {self.compress_level!r}")
-
-    def encode(self, serde: SerializerProtocol, value: Any) -> EncodedValue:
-        """Serialize ``value`` (``EMPTY`` marks a cleared channel) and encode it."""
-        if value is EMPTY:
-            return EMPTY_TAG, ENCODING_PLAIN, b""
-        tag, data = serde.dumps_typed(value)
-        return self.encode_bytes(tag, data)
-
-    def encode_plan(self, plan: ChannelPlan) -> list[tuple[str, str, int, bytes, str | None]]:
-        """The rows of an append plan as ``(version, type, encoding, payload, base)``."""
-        out = []
-        for row in plan.rows:
-            tag, encoding, payload = self.encode_bytes(row.tag, row.data)
-            out.append((row.version, tag, encoding, payload, row.base))
-        return out
-
-    def encode_bytes(self, tag: str, data: bytes) -> EncodedValue:
-        """Encode already-serialized bytes; compresses only when it saves space."""
-        t = self.compress_threshold
-        if t is not None and len(data) >= t:
-            packed = _zstd_compressor(self.compress_level).compress(data)
-            if len(packed) < len(data):
-                return tag, ENCODING_ZSTD, packed
-        return tag, ENCODING_PLAIN, data
-
-    @staticmethod
-    def decode_bytes(encoding: int, payload: bytes | None, *, where: str = "") -> bytes:
-        """The serializer's bytes back from a stored payload.
-
-        Raises:
-            StorageError: the encoding is unknown (written by a newer tether)
-                or the compressed payload is damaged.
-        """
-        raw = b"" if payload is None else bytes(payload)
-        if encoding == ENCODING_PLAIN:
-            return raw
-        if encoding == ENCODING_ZSTD:
-            try:
-                return _zstd_decompressor().decompress(raw)
-            except zstandard.ZstdError as exc:
-                raise StorageError(f"compressed value {where} is damaged: {exc}") from exc
-        if encoding == ENCODING_ZLIB:
-            try:
-                return zlib.decompress(raw)
-            except zlib.error as exc:
-                raise StorageError(f"compressed value {where} is damaged: {exc}") from exc
-        raise StorageError(
-            f"value {where} has encoding {encoding!r}, which this tether does not know; "
-            "it was probably written by a newer tether, upgrade to read it"
-        )
-
-    def decode(
-        self,
-        serde: SerializerProtocol,
-        tag: str,
-        encoding: int,
-        payload: bytes | None,
-        *,
-        address: Address,
-        channel: str | None = None,
-        task_id: str | None = None,
-    ) -> Any:
-        """Decode one stored value; errors name thread, checkpoint and channel."""
-        if encoding == ENCODING_PLAIN and type(payload) is bytes:
-            data = payload  # the common case: no copy, no message built in advance
-        else:
-            data = self.decode_bytes(encoding, payload, where=_where(address, channel, task_id))
-        return decode_value(serde, tag, data, address=address, channel=channel, task_id=task_id)
-
-
 _MISSING: Any = object()
-
-
-def _where(address: Address, channel: str | None, task_id: str | None) -> str:
-    parts = [f"thread {address.thread_id!r}"]
-    if address.checkpoint_ns:
-        parts.append(f"ns {address.checkpoint_ns!r}")
-    if address.checkpoint_id:
-        parts.append(f"checkpoint {address.checkpoint_id!r}")
-    if channel is not None:
-        parts.append(f"channel {channel!r}")
-    if task_id is not None:
-        parts.append(f"task {task_id!r}")
-    return "of " + ", ".join(parts)
 
 
 # --- versions and metadata columns ---------------------------------------------------

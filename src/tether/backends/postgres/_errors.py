@@ -68,8 +68,8 @@ def translate(exc: psycopg.Error, what: str) -> TetherError:
         # than Postgres can take, so the same call would fail again.
         return ConfigError(
             f"{what}: a value is too large for Postgres ({detail}); an index entry holds "
-            "at most about 2,700 bytes, so a thread id, namespace, checkpoint id, channel "
-            "name, version or task id that long (and incompressible) cannot be stored"
+            "at most about 2,700 bytes, so a metadata run_id that long (and incompressible) "
+            "cannot be stored"
         )
     if isinstance(exc, pg_errors.UndefinedTable):
         return StorageError(
