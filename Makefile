@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export TETHER_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
-.PHONY: demo test lint typecheck pytest bench gen-sync check-sync lock clean
+.PHONY: demo test lint typecheck pytest bench gen-sync check-sync lock dist clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,14 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
+# A wheel and an sdist in dist/, to install tether into another project:
+# pip install 'tether[langgraph] @ file:///path/to/dist/tether-<version>-py3-none-any.whl'
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
+
 lock: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | grep -v '^-e' > requirements/constraints.txt
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache dist

@@ -59,3 +59,86 @@ def test_group_help() -> None:
     assert result.exit_code == 0
     for command in COMMANDS:
         assert command in result.output
+
+
+def test_python_dash_m_tether_runs_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("tether, version")
+
+
+_MODELS = """
+from dataclasses import dataclass
+
+
+@dataclass
+class Order:
+    sku: str
+    qty: int
+"""
+
+
+def test_allow_finds_the_users_module_in_the_current_directory(tmp_path: Path) -> None:
+    """#13.4: `--allow mymodels:Order` run from the project directory finds mymodels.py,
+    as `python -m` would, so a stored user type is shown instead of refused."""
+    (tmp_path / "mymodels.py").write_text(_MODELS)
+    store = tmp_path / "app.db"
+    write = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+from mymodels import Order
+from tether import SqliteSaver, empty_checkpoint
+from tether.serde import MsgpackSerializer
+with SqliteSaver({str(store)!r}, serde=MsgpackSerializer(allowlist=[Order])) as saver:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {{"order": Order("lamp", 2)}}
+    cp["channel_versions"] = {{"order": saver.get_next_version(None)}}
+    saver.put({{"configurable": {{"thread_id": "t1"}}}}, cp, {{}}, cp["channel_versions"])
+"""
+    made = subprocess.run([sys.executable, "-c", write], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    # The command runs from the project directory; the script's own directory is
+    # elsewhere (the venv's bin), so only the cwd rule can find mymodels.
+    refused = subprocess.run(
+        [str(SCRIPT), "show", str(store), "t1", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 1
+    assert "--allow mymodels:Order" in refused.stderr
+    shown = subprocess.run(
+        [str(SCRIPT), "show", str(store), "t1", "--json", "--allow", "mymodels:Order"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "lamp" in shown.stdout
+
+
+def test_an_unexpected_exception_is_one_error_line_unless_debugging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The boundary's last resort: a non-tether exception (a bug) is one line, exit 1."""
+    import click
+
+    from tether.cli._app import _boundary
+
+    @click.command()
+    @_boundary
+    def broken() -> None:
+        raise KeyError("no such key\nsecond line")
+
+    result = CliRunner().invoke(broken, [])
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("Error: unexpected KeyError:")
+    assert "TETHER_DEBUG=1" in result.stderr
+    monkeypatch.setenv("TETHER_DEBUG", "1")
+    debug = CliRunner().invoke(broken, [])
+    assert isinstance(debug.exception, KeyError)

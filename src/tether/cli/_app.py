@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -55,7 +57,13 @@ def _err() -> Console:
 
 
 def _boundary(fn: F) -> F:
-    """Run a command body; a tether error becomes ``Error: <message>`` and exit code 1."""
+    """Run a command body; any error becomes one ``Error: <message>`` line and exit code 1.
+
+    A :class:`~tether.errors.TetherError` is shown as it is. Anything else is a
+    bug in tether (every storage and decoding path raises tether's errors): it
+    is shown as one line too, with its type, unless ``TETHER_DEBUG=1`` asks
+    for the traceback. click's own errors (usage, abort) pass through.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -69,6 +77,16 @@ def _boundary(fn: F) -> F:
             raise click.ClickException(f"{exc}{hint}") from exc
         except TetherError as exc:
             raise click.ClickException(str(exc)) from exc
+        except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise
+        except Exception as exc:
+            if os.environ.get("TETHER_DEBUG") == "1":
+                raise
+            text = " ".join(str(exc).split())
+            raise click.ClickException(
+                f"unexpected {type(exc).__name__}: {text[:500]} (a bug in tether: please "
+                "report it; TETHER_DEBUG=1 shows the traceback)"
+            ) from exc
 
     return wrapper  # type: ignore[return-value]
 
@@ -83,6 +101,10 @@ def _parse_allow(
     ctx: click.Context, param: click.Parameter, values: Sequence[str]
 ) -> tuple[tuple[str, str], ...]:
     out = []
+    if values and os.getcwd() not in sys.path and "" not in sys.path:
+        # As `python -m` does: the user's modules (myapp/models.py) are found from
+        # the directory the command runs in.
+        sys.path.insert(0, os.getcwd())
     for value in values:
         module, sep, name = value.partition(":")
         if not sep or not module or not name:

@@ -30,6 +30,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+try:
+    import langgraph.checkpoint.base  # noqa: F401 -- the drop-ins subclass its saver
+except ImportError as exc:  # pragma: no cover -- exercised in a venv without the extra
+    raise ImportError(
+        "tether.langgraph needs LangGraph: pip install 'tether[langgraph]' (from a checkout: "
+        f"pip install '.[langgraph]'; see README, Install) -- {exc}"
+    ) from exc
+
 from tether.langgraph._adapter import TetherLangGraphSaver
 from tether.langgraph._memory import InMemorySaver
 from tether.langgraph._serde import LANGGRAPH_ALLOWLIST, langgraph_serializer
