@@ -119,7 +119,8 @@ def test_the_writer_reads_its_snapshot_without_decompressing_it(db_path: Path) -
         cfg, prev = _grow(writer, "t", 30)
         with sqlite3.connect(db_path) as conn:
             (snapshot,) = conn.execute(
-                "SELECT version FROM checkpoint_blobs WHERE version LIKE '~%' AND encoding IN (2, 6) "
+                "SELECT version FROM checkpoint_blobs WHERE version LIKE '~%' "
+                "AND encoding IN (2, 6) "
                 "AND version = (SELECT base FROM checkpoint_blobs WHERE channel = 'history' "
                 "AND base IS NOT NULL ORDER BY rowid DESC LIMIT 1)"
             ).fetchone()
