@@ -37,6 +37,7 @@ reserved: a reader meeting one raises StorageError saying to upgrade.
 
 from __future__ import annotations
 
+import struct
 import threading
 import zlib
 from collections.abc import Callable
@@ -100,9 +101,15 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
+_xxh3 = xxhash.xxh3_64_intdigest
+_U32 = struct.Struct("<I")  # the checksum and the size fields: 4 bytes, little-endian
+_pack_u32 = _U32.pack
+_read_u32 = _U32.unpack_from
+
+
 def checksum(data: bytes | memoryview) -> int:
     """The 32-bit checksum of a payload body: the low half of xxh3-64."""
-    return xxhash.xxh3_64_intdigest(data) & 0xFFFFFFFF
+    return _xxh3(data) & 0xFFFFFFFF
 
 
 def where(address: Address, channel: str | None = None, task_id: str | None = None) -> str:
@@ -188,9 +195,9 @@ class BlobCodec:
         if t is not None and size >= t:
             frame = _zstd_compressor(self.compress_level).compress(data)
             if len(frame) + 4 < size:
-                body = size.to_bytes(4, "little") + frame
-                return tag, ENCODING_ZSTD | CHECKSUM, checksum(body).to_bytes(4, "little") + body
-        return tag, CHECKSUM, checksum(data).to_bytes(4, "little") + data
+                body = _pack_u32(size) + frame
+                return tag, ENCODING_ZSTD | CHECKSUM, _pack_u32(checksum(body)) + body
+        return tag, CHECKSUM, _pack_u32(_xxh3(data) & 0xFFFFFFFF) + data
 
     # --- reading ------------------------------------------------------------------
 
@@ -224,18 +231,23 @@ class BlobCodec:
             ) from exc
 
     def _unwrap(self, encoding: int, payload: bytes | memoryview) -> bytes:
+        if encoding == CHECKSUM and type(payload) is bytes:
+            body = payload[4:]  # the one copy a plain value costs
+            if len(payload) < 4 or checksum(body) != _read_u32(payload)[0]:
+                raise _Damaged("its checksum does not match its bytes")
+            return body
         if encoding == CHECKSUM or encoding == CHECKSUM | ENCODING_ZSTD:
             view = memoryview(payload)
             if len(view) < 4:
                 raise _Damaged(f"its {len(view)}-byte payload is shorter than its checksum")
             body = view[4:]
-            if checksum(body) != int.from_bytes(view[:4], "little"):
+            if checksum(body) != _read_u32(view)[0]:
                 raise _Damaged("its checksum does not match its bytes")
             if encoding & _COMPRESSION == ENCODING_PLAIN:
                 return bytes(body)
             if len(body) < 4:
                 raise _Damaged("its compressed payload has no size")
-            size = int.from_bytes(body[:4], "little")
+            size = _read_u32(body)[0]
             return self._unzstd(body[4:], size)
         if encoding == ENCODING_PLAIN:
             return payload if type(payload) is bytes else bytes(payload)
@@ -293,9 +305,15 @@ class BlobCodec:
         task_id: str | None = None,
     ) -> Any:
         """Decode one stored value; errors name thread, checkpoint and channel."""
-        if encoding == ENCODING_PLAIN and type(payload) is bytes:
-            data = payload  # a row from before checksums: no copy
-        else:
+        data: bytes | None = None
+        if type(payload) is bytes:
+            if encoding == CHECKSUM:  # the common case, inline: one slice, one hash
+                body = payload[4:]
+                if len(payload) >= 4 and _xxh3(body) & 0xFFFFFFFF == _read_u32(payload)[0]:
+                    data = body
+            elif encoding == ENCODING_PLAIN:
+                data = payload  # a row from before checksums: no copy
+        if data is None:
             data = self.decode_bytes(
                 encoding, payload, where=lambda: where(address, channel, task_id)
             )
