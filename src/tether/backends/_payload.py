@@ -232,10 +232,10 @@ class BlobCodec:
 
     def _unwrap(self, encoding: int, payload: bytes | memoryview) -> bytes:
         if encoding == CHECKSUM and type(payload) is bytes:
-            body = payload[4:]  # the one copy a plain value costs
-            if len(payload) < 4 or checksum(body) != _read_u32(payload)[0]:
+            data = payload[4:]  # the one copy a plain value costs
+            if len(payload) < 4 or checksum(data) != _read_u32(payload)[0]:
                 raise _Damaged("its checksum does not match its bytes")
-            return body
+            return data
         if encoding == CHECKSUM or encoding == CHECKSUM | ENCODING_ZSTD:
             view = memoryview(payload)
             if len(view) < 4:
