@@ -52,6 +52,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -499,7 +500,7 @@ def _names(thread_ids: Sequence[str], limit: int = 10) -> str:
 
 def export_store(
     source: Any,
-    target: str,
+    target: str | os.PathLike[str],
     *,
     threads: Iterable[str] | None = None,
     overwrite: bool = False,
@@ -537,7 +538,9 @@ def export_store(
         EncodeError: LangGraph's serializer cannot encode a value.
         StorageError: reading the source or writing the target failed.
     """
-    dst = parse_store_url(target)
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    dst = parse_store_url(os.fspath(target) if isinstance(target, os.PathLike) else target)
     chosen = None if threads is None else list(dict.fromkeys(str(t) for t in threads))
     if isinstance(source, str):
         from tether.cli._stores import same_store

@@ -25,7 +25,7 @@ from typing import Annotated, Any, TypedDict
 
 import psycopg
 import pytest
-from cli_graphs import Order, as_url, build, config, order_graph, run_scenario
+from cli_graphs import THREADS, Order, as_url, build, config, order_graph, run_scenario
 from click.testing import CliRunner, Result
 from export_helpers import (
     answers,
@@ -504,7 +504,7 @@ def test_delta_channel_values_rebuild_in_the_same_order(tmp_path: Path) -> None:
 def test_progress_callback_counts_checkpoints(store: str, tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     summary = export_store(
-        store, str(tmp_path / "lg.db"), progress=lambda done, total: calls.append((done, total))
+        Path(store), tmp_path / "lg.db", progress=lambda done, total: calls.append((done, total))
     )
     n = summary.checkpoints
     assert n > 0
@@ -557,3 +557,18 @@ def test_no_progress_bar_when_piped_and_one_on_a_terminal(store: str, tmp_path: 
     with SqliteSaver(store, serde=langgraph_serializer()) as saver:
         total = sum(1 for _ in saver.list(None))
     assert f"{total}/{total}" in text
+
+
+async def test_the_official_async_saver_reads_the_export(store: str, tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    target = str(tmp_path / "lg.db")
+    assert run("export", store, "--to-langgraph", target).exit_code == 0
+    with official_reader(target) as official:
+        graph = build(official)
+        expected = {t: list(graph.get_state_history(config(t))) for t in THREADS}
+    async with AsyncSqliteSaver.from_conn_string(target) as aofficial:
+        graph = build(aofficial)
+        got = {t: [s async for s in graph.aget_state_history(config(t))] for t in THREADS}
+    assert got == expected
+    assert all(got.values())
