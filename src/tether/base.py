@@ -36,6 +36,14 @@ Semantics (the contract suite is the executable form of this list):
     indexes and replace the previous value. Pending writes are read back
     ordered by ``(task_path, task_id, idx)``.
 
+``get_writes(config)``
+    The pending writes of the checkpoint ``config`` names (it must name an
+    id), as :class:`~tether.checkpoint.StoredWrite` records: what
+    ``get_tuple`` returns as ``pending_writes``, in the same order, each with
+    the task path and index it is stored under. ``[]`` when the checkpoint has
+    none or does not exist. For tools that copy writes into another store under
+    their original keys (``tether export``).
+
 ``get_tuple(config)``
     The checkpoint ``config`` names, or the latest of (thread, ns) when it
     names no id; ``None`` when there is none. Includes pending writes and the
@@ -72,6 +80,7 @@ Semantics (the contract suite is the executable form of this list):
 from __future__ import annotations
 
 import abc
+import builtins
 import copy
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal, Self, TypeAlias
@@ -83,6 +92,7 @@ from tether.checkpoint import (
     CheckpointMetadata,
     CheckpointTuple,
     Config,
+    StoredWrite,
 )
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol, as_typed
 from tether.versions import next_str_version
@@ -154,6 +164,10 @@ class BaseCheckpointSaver(abc.ABC):
         """Store the intermediate writes of one task against a checkpoint."""
 
     @abc.abstractmethod
+    def get_writes(self, config: Config) -> builtins.list[StoredWrite]:
+        """The pending writes of one checkpoint with their task paths and indexes."""
+
+    @abc.abstractmethod
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints, blobs and writes in every namespace."""
 
@@ -211,6 +225,10 @@ class BaseCheckpointSaver(abc.ABC):
         task_path: str = "",
     ) -> None:
         """Async :meth:`put_writes`."""
+
+    @abc.abstractmethod
+    async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
+        """Async :meth:`get_writes`."""
 
     @abc.abstractmethod
     async def adelete_thread(self, thread_id: str) -> None:

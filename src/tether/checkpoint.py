@@ -38,6 +38,7 @@ __all__ = [
     "CheckpointTuple",
     "Config",
     "PendingWrite",
+    "StoredWrite",
     "address_fields",
     "check_text",
     "copy_checkpoint",
@@ -83,6 +84,22 @@ class CheckpointMetadata(TypedDict, total=False):
     step: int
     parents: dict[str, str]
     run_id: str
+
+
+class StoredWrite(NamedTuple):
+    """One pending write as a saver stores it: the :data:`PendingWrite` fields,
+    and the task path and index it is kept under (S2.4).
+
+    ``get_tuple`` answers only ``(task_id, channel, value)``, as LangGraph's
+    savers do; a tool that copies writes into another store with their
+    original keys (``tether export``) reads these with ``get_writes``.
+    """
+
+    task_id: str
+    channel: str
+    value: Any
+    task_path: str
+    idx: int
 
 
 class CheckpointTuple(NamedTuple):

@@ -20,6 +20,7 @@ the event loop): that is what deadlocked the reference async SQLite saver.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from tether.checkpoint import (
     CheckpointMetadata,
     CheckpointTuple,
     Config,
+    StoredWrite,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ class _SyncMethods:
             task_id: str,
             task_path: str = "",
         ) -> None: ...
+        def get_writes(self, config: Config) -> builtins.list[StoredWrite]: ...
         def delete_thread(self, thread_id: str) -> None: ...
         def delete_for_runs(self, run_ids: Sequence[str]) -> None: ...
         def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None: ...
@@ -84,6 +87,9 @@ class InlineAsyncMixin(_SyncMethods):
 
     async def aget_tuple(self, config: Config) -> CheckpointTuple | None:
         return self.get_tuple(config)
+
+    async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
+        return self.get_writes(config)
 
     async def alist(
         self,
@@ -147,6 +153,9 @@ class ThreadedAsyncMixin(_SyncMethods):
 
     async def aget_tuple(self, config: Config) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
+
+    async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
+        return await asyncio.to_thread(self.get_writes, config)
 
     async def alist(
         self,

@@ -49,6 +49,7 @@ __all__ = [
     "check_prune",
     "check_thread_id",
     "check_thread_ids",
+    "checkpoint_address",
     "decode_value",
     "dumps_json",
     "index_writes",
@@ -492,6 +493,17 @@ class WriteRow:
     def replaces(self) -> bool:
         """Special writes (negative idx) replace; ordinary ones are insert-or-ignore."""
         return self.idx < 0
+
+
+def checkpoint_address(config: Config, what: str) -> Address:
+    """The address of one stored checkpoint; ``what`` (a method) needs its id in ``config``."""
+    addr = Address.from_config(config)
+    if addr.checkpoint_id is None:
+        raise ConfigError(
+            f"{what} for thread {addr.thread_id!r} needs the config of a checkpoint "
+            "(configurable.checkpoint_id), as returned by put() or list()"
+        )
+    return addr
 
 
 def prepare_writes(

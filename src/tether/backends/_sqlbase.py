@@ -51,6 +51,7 @@ from tether.checkpoint import (
     ChannelVersions,
     CheckpointTuple,
     PendingWrite,
+    StoredWrite,
 )
 from tether.errors import DecodeError, StorageError
 from tether.serde.base import SerializerProtocol
@@ -66,6 +67,7 @@ __all__ = [
     "StoredValue",
     "WriteRecord",
     "build_tuple",
+    "decode_writes",
     "group_writes",
     "metadata_from_json",
     "plan_prune",
@@ -155,6 +157,33 @@ def group_writes(
     for bucket in out.values():
         bucket.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
     return out
+
+
+def decode_writes(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    address: Address,
+    writes: Iterable[WriteRecord],
+) -> list[StoredWrite]:
+    """``get_writes``: stored write rows decoded, in the order given, with their keys."""
+    return [
+        StoredWrite(
+            w.task_id,
+            w.channel,
+            codec.decode(
+                serde,
+                w.type,
+                w.encoding,
+                w.value,
+                address=address,
+                channel=w.channel,
+                task_id=w.task_id,
+            ),
+            w.task_path,
+            w.idx,
+        )
+        for w in writes
+    ]
 
 
 # --- tuples ------------------------------------------------------------------------------

@@ -65,6 +65,7 @@ from tether.backends._common import (
     check_prune,
     check_thread_id,
     check_thread_ids,
+    checkpoint_address,
     decode_value,
     index_writes,
     merge_metadata,
@@ -81,6 +82,7 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     PendingWrite,
+    StoredWrite,
     address_fields,
 )
 from tether.errors import ConfigError, DecodeError, StorageError, TetherError
@@ -417,6 +419,24 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             bucket = ns.writes.get(cid)
             writes = sorted(bucket.values()) if bucket else _NO_WRITES
         return self._build(tid, ns_name, cid, row, values, parts, writes, None)
+
+    def get_writes(self, config: Config) -> list[StoredWrite]:
+        addr = checkpoint_address(config, "get_writes")
+        tid, ns_name, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
+        assert cid is not None
+        with self._lock:
+            spaces = self._threads.get(tid)
+            ns = spaces.get(ns_name) if spaces else None
+            writes = ns.sorted_writes(cid) if ns is not None else []
+        out: list[StoredWrite] = []
+        for task_path, task_id, idx, channel, wtag, wdata in writes:
+            value = (
+                wdata
+                if wtag is None  # kept as is
+                else self._decode((wtag, wdata), tid, ns_name, cid, channel, task_id)
+            )
+            out.append(StoredWrite(task_id, channel, value, task_path, idx))
+        return out
 
     def list(
         self,

@@ -31,6 +31,7 @@ from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import Store, ThreadInfo, opened, same_store
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError
+from tether.exporter import ExportSummary, export_store
 from tether.importer import ImportSummary, import_store
 from tether.stores import parse_store_url
 
@@ -194,6 +195,7 @@ def cli() -> None:
     tether history chat.db THREAD          checkpoints of a thread, newest first
     tether show chat.db THREAD [ID]        values and pending writes of one checkpoint
     tether import langgraph.db chat.db     copy every thread of an official store
+    tether export chat.db --to-langgraph langgraph.db   and back to the official format
     """
 
 
@@ -649,3 +651,117 @@ def import_(
     out = _out()
     out.print(f"imported {escape(summary.source)} into {escape(target)}")
     out.print(_summary_table(summary, target))
+
+
+# --- export -----------------------------------------------------------------------------
+
+
+def _progress_bar(verb: str, show: bool | None) -> tuple[Any, Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr, and the callback that moves it.
+
+    ``show=None``: only when stderr is a terminal, so a pipe or a log file gets
+    nothing extra. Returns a null context and no callback when hidden.
+    """
+    console = _err()
+    if show is False or (show is None and not console.is_terminal):
+        return contextlib.nullcontext(), None
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn(verb),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("checkpoints"),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    task = bar.add_task(verb, total=None)
+
+    def report(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return bar, report
+
+
+def _export_table(summary: ExportSummary) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("exported", style="bold")
+    table.add_column("count", justify="right")
+    for key in ("threads", "namespaces", "checkpoints", "writes"):
+        table.add_row(key, f"{getattr(summary, key):,}")
+    return table
+
+
+@cli.command(epilog=_STORE_HELP)
+@click.argument("store")
+@click.option(
+    "--to-langgraph",
+    "target",
+    required=True,
+    metavar="TARGET",
+    help="The LangGraph store to write: a SQLite file (path or sqlite:///path) for "
+    "langgraph-checkpoint-sqlite, or postgresql://...[?schema=NAME] for "
+    "langgraph-checkpoint-postgres. Created if missing.",
+)
+@click.option(
+    "--thread",
+    "-t",
+    "thread_ids",
+    multiple=True,
+    metavar="THREAD",
+    help="Export only this thread (repeatable). Default: every thread.",
+)
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace the threads TARGET already holds (otherwise they are refused).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress bar on stderr. Default: when stderr is a terminal.",
+)
+@_allow_option
+@_json_option
+@_boundary
+def export(
+    store: str,
+    target: str,
+    thread_ids: tuple[str, ...],
+    overwrite: bool,
+    progress: bool | None,
+    allow: tuple[tuple[str, str], ...],
+    as_json: bool,
+) -> None:
+    """Copy the threads of STORE into a store of LangGraph's official savers.
+
+    LangGraph's own SqliteSaver or PostgresSaver then reads the same histories:
+    every namespace, checkpoint id, parent link, channel version, metadata and
+    pending write (task ids, task paths, indexes), with whole values. STORE is
+    only read. The export writes through the official saver, which must be
+    installed (pip install langgraph-checkpoint-sqlite / -postgres).
+    """
+    bar, report = _progress_bar("exporting", progress)
+    with bar:
+        summary = export_store(
+            store,
+            target,
+            threads=thread_ids or None,
+            overwrite=overwrite,
+            progress=report,
+            allowlist=allow,
+        )
+    if as_json:
+        _print_json(summary.as_dict())
+        return
+    out = _out()
+    out.print(f"exported {escape(summary.source)} to {escape(summary.target)} ({summary.kind})")
+    if summary.overwritten:
+        out.print(f"replaced {len(summary.overwritten)} thread(s) the target held")
+    out.print(_export_table(summary))

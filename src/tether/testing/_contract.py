@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tether.backends._common import metadata_matches
 from tether.base import BaseCheckpointSaver
-from tether.checkpoint import ERROR, INTERRUPT, RESUME, SCHEDULED, make_config
+from tether.checkpoint import ERROR, INTERRUPT, RESUME, SCHEDULED, StoredWrite, make_config
 from tether.errors import ConfigError, DecodeError, TetherError
 from tether.testing._driver import (
     MODES,
@@ -732,6 +732,37 @@ class SaverContract(HistoryContract):
         await driver.put_writes(cfg, [(f"c{i}", v) for i, v in enumerate(values)], "task")
         got = (await driver.get(cfg)).pending_writes
         assert got == [("task", f"c{i}", v) for i, v in enumerate(values)]
+
+    async def test_get_writes_gives_each_write_its_task_path_and_index(
+        self, driver: Driver
+    ) -> None:
+        line = Line(driver, "t")
+        cfg = await line.step({"a": 1})
+        sub = await Line(driver, "t", "sub:1").step({"a": 2})
+        await driver.put_writes(cfg, [("x", 1), ("y", [2])], "t2", "~pull, b")
+        # LangGraph's batch of a resumed task: its ordinary writes start at 1.
+        await driver.put_writes(cfg, [(RESUME, "yes"), ("x", {"v": 3})], "t1", "~pull, a")
+        await driver.put_writes(cfg, [(INTERRUPT, ["i"])], "t1", "~pull, a")
+        await driver.put_writes(cfg, [("x", "no path")], "t0")
+        await driver.put_writes(sub, [("x", "in sub")], "t1", "~pull, a")
+        writes = await driver.get_writes(cfg)
+        assert writes == [
+            StoredWrite("t0", "x", "no path", "", 0),
+            StoredWrite("t1", RESUME, "yes", "~pull, a", -4),
+            StoredWrite("t1", INTERRUPT, ["i"], "~pull, a", -3),
+            StoredWrite("t1", "x", {"v": 3}, "~pull, a", 1),
+            StoredWrite("t2", "x", 1, "~pull, b", 0),
+            StoredWrite("t2", "y", [2], "~pull, b", 1),
+        ]
+        # The same writes, in the same order, as get_tuple's pending writes.
+        assert [tuple(w[:3]) for w in writes] == (await driver.get(cfg)).pending_writes
+        assert await driver.get_writes(sub) == [StoredWrite("t1", "x", "in sub", "~pull, a", 0)]
+        later = await line.step({"a": 3})
+        assert await driver.get_writes(later) == []
+        assert await driver.get_writes(make_config("t", "", UNKNOWN_ID)) == []
+        assert await driver.get_writes(make_config("nobody", "", UNKNOWN_ID)) == []
+        with pytest.raises(ConfigError, match="checkpoint_id"):
+            await driver.get_writes(make_config("t"))
 
     async def test_bad_writes_are_config_errors(self, driver: Driver) -> None:
         cfg = await Line(driver, "t").step({"a": 1})

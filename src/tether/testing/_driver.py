@@ -10,7 +10,14 @@ from datetime import datetime
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
-from tether.checkpoint import Checkpoint, CheckpointTuple, Config, empty_checkpoint, make_config
+from tether.checkpoint import (
+    Checkpoint,
+    CheckpointTuple,
+    Config,
+    StoredWrite,
+    empty_checkpoint,
+    make_config,
+)
 from tether.ids import uuid6
 
 __all__ = [
@@ -122,6 +129,10 @@ class Driver:
     async def ids(self, config: Config | None, **kwargs: Any) -> builtins.list[str]:
         """The checkpoint ids :meth:`list` returns, in order."""
         return [cid(t.config) for t in await self.list(config, **kwargs)]
+
+    async def get_writes(self, config: Any) -> builtins.list[StoredWrite]:
+        out: builtins.list[StoredWrite] = await self._call("get_writes", config)
+        return out
 
     async def delete_thread(self, thread_id: str) -> None:
         await self._call("delete_thread", thread_id)

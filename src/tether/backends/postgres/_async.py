@@ -44,11 +44,12 @@ from tether.backends._common import (
     check_prune,
     check_thread_id,
     check_thread_ids,
+    checkpoint_address,
     loads_json,
     metadata_matches,
 )
 from tether.backends._delta import AppendTracker
-from tether.backends._sqlbase import BlobCodec, DecodeMemo
+from tether.backends._sqlbase import BlobCodec, DecodeMemo, WriteRecord, decode_writes
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
@@ -68,6 +69,7 @@ from tether.checkpoint import (
     CheckpointMetadata,
     CheckpointTuple,
     Config,
+    StoredWrite,
 )
 from tether.errors import (
     ConfigError,
@@ -262,6 +264,15 @@ class _AsyncPostgresCore:
             params = (addr.thread_id, addr.checkpoint_ns)
         rows = await self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
         return decode_row(serde, self._codec, rows[0], None, self._appends) if rows else None
+
+    async def aget_writes(self, serde: SerializerProtocol, config: Config) -> list[StoredWrite]:
+        addr = checkpoint_address(config, "get_writes")
+        rows = await self._fetchall(
+            f"get_writes of thread {addr.thread_id!r}",
+            self._sql.get_writes,
+            (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id),
+        )
+        return decode_writes(serde, self._codec, addr, (WriteRecord(*r) for r in rows))
 
     def alist(
         self,

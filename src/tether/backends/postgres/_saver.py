@@ -32,6 +32,7 @@ for as long as it is held.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
@@ -55,6 +56,7 @@ from tether.checkpoint import (
     CheckpointMetadata,
     CheckpointTuple,
     Config,
+    StoredWrite,
 )
 from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
@@ -482,6 +484,9 @@ class PostgresSaver(BaseCheckpointSaver):
     ) -> None:
         self._sync_core().put_writes(self.serde, config, writes, task_id, task_path)
 
+    def get_writes(self, config: Config) -> builtins.list[StoredWrite]:
+        return self._sync_core().get_writes(self.serde, config)
+
     def delete_thread(self, thread_id: str) -> None:
         self._sync_core().delete_thread(thread_id)
 
@@ -507,6 +512,12 @@ class PostgresSaver(BaseCheckpointSaver):
         if core is None:
             return await asyncio.to_thread(self.get_tuple, config)
         return await core.aget_tuple(self.serde, config)
+
+    async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.get_writes, config)
+        return await core.aget_writes(self.serde, config)
 
     def alist(
         self,

@@ -113,6 +113,13 @@ class Statements:
         self.get_latest = self._read(
             "c.thread_id = %s AND c.checkpoint_ns = %s", "c.checkpoint_id DESC", "1"
         )
+        # get_writes: one checkpoint's writes with their keys, in get_tuple's order.
+        self.get_writes = f"""
+SELECT cw.task_id, cw.task_path, cw.idx, cw.channel, cw.type, cw.encoding, cw.blob
+FROM {self.writes} cw
+WHERE cw.thread_id = %s AND cw.checkpoint_ns = %s AND cw.checkpoint_id = %s
+ORDER BY cw.task_path, cw.task_id, cw.idx
+"""
 
         # Inline values of channels the put does not name are carried over from
         # the row that holds them at the same version: the contract reads

@@ -49,6 +49,7 @@ from tether.backends._common import (
     check_prune,
     check_thread_id,
     check_thread_ids,
+    checkpoint_address,
     dumps_json,
     loads_json,
     merge_metadata,
@@ -64,6 +65,7 @@ from tether.backends._sqlbase import (
     StoredValue,
     WriteRecord,
     build_tuple,
+    decode_writes,
     group_writes,
     versions_to_json,
 )
@@ -77,6 +79,7 @@ from tether.checkpoint import (
     CheckpointMetadata,
     CheckpointTuple,
     Config,
+    StoredWrite,
 )
 from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
@@ -357,6 +360,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if not found:
             return None
         return self._build(*found[0])
+
+    def get_writes(self, config: Config) -> _List[StoredWrite]:
+        addr = checkpoint_address(config, "get_writes")
+        # The read of get_tuple: its write rows carry task path and index.
+        found = self._query(_GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1))
+        if not found:
+            return []
+        return decode_writes(self.serde, self.codec, addr, found[0][3])
 
     def _query(self, sql: str, args: Sequence[Any]) -> _List[_Raw]:
         """Run one read statement (its own snapshot) and split its rows."""
