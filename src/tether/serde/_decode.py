@@ -21,7 +21,6 @@ import enum
 import functools
 import importlib
 import logging
-import math
 import threading
 import types
 import typing
@@ -42,6 +41,7 @@ from tether.serde._ext import (
     EXT_NUMPY_ARRAY,
     UNPACK_OPTS,
 )
+from tether.serde._numpy import EXT_HEADS, SMALL_ARRAY, read_array, read_whole
 
 logger = logging.getLogger("tether.serde")
 
@@ -334,8 +334,8 @@ class Decoder:
 
     def unpack(self, raw: bytes) -> Any:
         """Decode MessagePack bytes; every failure is a DecodeError with a path."""
-        if len(raw) > _SMALL_ARRAY and raw[:1] in _EXT_HEADS:
-            array = _whole_numpy(raw)
+        if len(raw) > SMALL_ARRAY and raw[:1] in EXT_HEADS:
+            array = read_whole(raw)
             if array is not None:
                 return array
         # _failure is cleared on every way out of a failed call, so that a
@@ -740,7 +740,7 @@ class Decoder:
 def _other_ext(code: int, data: bytes) -> Any:
     """Ext codes without a ``[module, name, ...]`` envelope (but ext 7, see Decoder.hook)."""
     if code == EXT_NUMPY_ARRAY:
-        return _numpy(data)
+        return read_array(data)
     raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-7")
 
 
@@ -812,128 +812,6 @@ def _validation_summary(exc: BaseException) -> str:
         except Exception:  # noqa: S110 - fall back to the plain message
             pass
     return f"validation failed: {exc}"
-
-
-_BIN_LEN_BYTES = {0xC4: 1, 0xC5: 2, 0xC6: 4}  # bin 8/16/32: bytes of the length field
-
-
-def _split_numpy(data: bytes | memoryview) -> tuple[Any, memoryview | bytes]:
-    """``[dtype, shape, order]`` and the buffer, without copying the buffer.
-
-    The buffer is the payload's last item, so its bytes are the tail of
-    ``data``: find the bin header that makes it so, check that the head decodes
-    as three items, and view the tail in place (unpacking would copy 1 MB
-    only for it to be copied again into the array).
-    """
-    total = len(data)
-    for pos in range(1, min(total, 512) if total and data[0] == 0x94 else 0):
-        size = _BIN_LEN_BYTES.get(data[pos])
-        if size is None:
-            continue
-        start = pos + 1 + size
-        if start + int.from_bytes(data[pos + 1 : start], "big") != total:
-            continue
-        try:
-            head = ormsgpack.unpackb(b"\x93" + data[1:pos], option=UNPACK_OPTS)
-        except ormsgpack.MsgpackDecodeError:
-            continue
-        return head, memoryview(data)[start:]
-    meta = ormsgpack.unpackb(data, option=UNPACK_OPTS)
-    if not isinstance(meta, list) or len(meta) != 4:
-        raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-    return meta[:3], meta[3]
-
-
-# first byte of an ext value -> (bytes of its length field, or the fixed size)
-_EXT_HEADS = {
-    b"\xd4": (0, 1),
-    b"\xd5": (0, 2),
-    b"\xd6": (0, 4),
-    b"\xd7": (0, 8),
-    b"\xd8": (0, 16),
-    b"\xc7": (1, 0),
-    b"\xc8": (2, 0),
-    b"\xc9": (4, 0),
-}
-
-
-def _whole_numpy(raw: bytes) -> Any:
-    """A message that is one NumPy array (ext 6), read in place; None for anything else.
-
-    Through ormsgpack the array's bytes would be copied into a new bytes
-    object for the ext hook, then again into the array; here they are copied
-    once, from the caller's bytes into the array. Anything unexpected returns
-    None, and the general path reads (or reports) it.
-    """
-    width, fixed = _EXT_HEADS[raw[:1]]
-    start = 2 + width
-    if len(raw) < start or raw[start - 1] != EXT_NUMPY_ARRAY:
-        return None
-    size = int.from_bytes(raw[1 : 1 + width], "big") if width else fixed
-    if start + size != len(raw):
-        return None
-    try:
-        return _numpy(memoryview(raw)[start:])
-    except Exception:
-        return None
-
-
-def _numpy(data: bytes | memoryview) -> Any:
-    np = _numpy_mod[0] if _numpy_mod else _numpy_module()
-    if len(data) <= _SMALL_ARRAY:
-        meta = _unpackb(data, option=UNPACK_OPTS)
-        if type(meta) is not list or len(meta) != 4:
-            raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-        dtype_str, shape, order, buf = meta
-    else:
-        head, buf = _split_numpy(data)
-        if type(head) is not list or len(head) != 3:
-            raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-        dtype_str, shape, order = head
-    if (
-        type(dtype_str) is not str
-        or type(shape) is not list
-        or (order != "C" and order != "F")
-        or not isinstance(buf, bytes | memoryview)
-    ):
-        raise DecodeError("malformed ext 6 (numpy array) payload")
-    for n in shape:
-        if type(n) is not int or n < 0:
-            raise DecodeError(f"malformed ext 6 (numpy array) payload: shape {shape!r}")
-    dtype = _DTYPES.get(dtype_str)
-    if dtype is None:
-        dtype = np.dtype(dtype_str)
-        if dtype.hasobject:
-            raise DecodeError("refusing a NumPy array of dtype object (it would need pickle)")
-        if len(_DTYPES) < 256:
-            _DTYPES[dtype_str] = dtype
-    if math.prod(shape) * dtype.itemsize != len(buf):  # buf is bytes or a view of bytes
-        raise DecodeError(
-            f"malformed ext 6 (numpy array) payload: {len(buf)} bytes for shape {shape} of {dtype}"
-        )
-    # an array over the stored bytes is read-only; the copy gives back an array
-    # as writable as the one that was stored (and owning its data)
-    return np.ndarray(tuple(shape), dtype, buf, 0, None, order).copy(order="K")
-
-
-# Below this size an array's payload is unpacked whole: copying its buffer once
-# more costs less than finding the buffer in place (_split_numpy).
-_SMALL_ARRAY = 16384
-_DTYPES: dict[str, Any] = {}  # dtype string -> numpy.dtype, parsed once
-_numpy_mod: list[Any] = []
-
-
-def _numpy_module() -> Any:
-    if _numpy_mod:
-        return _numpy_mod[0]
-    try:
-        import numpy
-    except ImportError as exc:
-        raise DecodeError(
-            "the value holds a NumPy array but numpy is not installed; pip install numpy"
-        ) from exc
-    _numpy_mod.append(numpy)
-    return numpy
 
 
 def _warn_permissive(key: tuple[str, str]) -> None:
