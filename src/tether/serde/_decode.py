@@ -21,6 +21,7 @@ import enum
 import functools
 import importlib
 import logging
+import re
 import threading
 import types
 import typing
@@ -28,7 +29,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-import ormsgpack
+import msgspec
 
 from tether.errors import DecodeError
 from tether.serde import _allowlist
@@ -39,7 +40,6 @@ from tether.serde._ext import (
     EXT_METHOD_SINGLE_ARG,
     EXT_NAMES,
     EXT_NUMPY_ARRAY,
-    UNPACK_OPTS,
 )
 from tether.serde._numpy import EXT_HEADS, SMALL_ARRAY, read_array, read_whole
 
@@ -61,10 +61,6 @@ _MAX_WARNED = 1000
 _MEMO_MAX_BYTES = 256
 _MEMO_MAX_ITEMS = 4096
 
-# ormsgpack replaces an ext_hook's exception with a bare ValueError; the real,
-# innermost DecodeError waits here for the top-level call (per thread).
-_failure = threading.local()
-
 # allowed lengths of the [module, name, arg, ...] envelope, by ext code (0-5)
 _ENVELOPE_LEN = (
     (3,),  # EXT_CONSTRUCTOR_SINGLE_ARG
@@ -74,7 +70,40 @@ _ENVELOPE_LEN = (
     (3,),  # EXT_PYDANTIC_V1
     (3, 4),  # EXT_PYDANTIC_V2
 )
-_unpackb = ormsgpack.unpackb
+
+# Decoding is msgspec's, not ormsgpack's (which writes): ormsgpack's unpackb
+# returns the first value and ignores bytes after it (a flipped length byte
+# turned a 3-message list into 1 message, #18.3), and counts depth per call,
+# so the ext hook's nested calls each started from zero and ~20 ext levels of
+# 1,000 arrays overflowed the C stack (#18.1). msgspec refuses trailing bytes,
+# counts every level on the interpreter's recursion counter (shared with the
+# hook's own frames, so the count runs across ext levels and ends in a
+# RecursionError), and hands the hook a view of the payload instead of a copy
+# (a value nested k ext levels deep is not copied k times).
+_plain_unpack = msgspec.msgpack.Decoder().decode
+
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def _msgpack_problem(exc: Exception, size: int) -> str:
+    """msgspec's complaint about ``size`` bytes, in words that say what happened."""
+    text = str(exc)
+    found = _TRAILING.search(text)
+    if found is None:
+        return text
+    end = int(found.group(1))
+    extra = size - end
+    return (
+        f"{extra} byte{'s' if extra != 1 else ''} after the end of the value (the value "
+        f"ends at byte {end} of {size}): the bytes are damaged or are not one MessagePack value"
+    )
+
+
+_TOO_DEEP = (
+    "the value is nested too deeply to read: its arrays, maps and typed values inside "
+    "each other exceed Python's recursion limit (sys.getrecursionlimit(), counting the "
+    "caller's own frames)"
+)
 
 
 # How Decoder.hook builds a type it has seen, from its (how, target, extra)
@@ -295,7 +324,7 @@ def _describe(value: Any) -> str:
 
 
 class Decoder:
-    """One serializer's decoding rules; :meth:`hook` is the ormsgpack ``ext_hook``."""
+    """One serializer's decoding rules; :meth:`hook` is the decoder's ``ext_hook``."""
 
     def __init__(
         self,
@@ -327,37 +356,42 @@ class Decoder:
         # bytes skip the envelope entirely; only members found by value (after
         # the allowlist check) are kept, never an upgrade's or raw result.
         self._memo: dict[bytes, Any] = {}
-        self._hook = self.hook  # one bound method for every nested unpackb
+        # one decoder for the value and every ext payload in it: the hook
+        # decodes a payload with it, so the recursion count runs across levels
+        self._unpack = msgspec.msgpack.Decoder(ext_hook=self.hook).decode
         self._lock = threading.Lock()
 
     # --- entry points -------------------------------------------------------
 
     def unpack(self, raw: bytes) -> Any:
-        """Decode MessagePack bytes; every failure is a DecodeError with a path."""
+        """Decode MessagePack bytes; every failure is a DecodeError with a path.
+
+        The bytes must hold exactly one value, and so must every ext payload
+        inside it; nesting deeper than the recursion limit is refused.
+        """
+        if type(raw) is not bytes:
+            raw = bytes(raw)  # ext payloads are views of it: read-only, hashable
         if len(raw) > SMALL_ARRAY and raw[:1] in EXT_HEADS:
             array = read_whole(raw)
             if array is not None:
                 return array
-        # _failure is cleared on every way out of a failed call, so that a
-        # successful one (the common case) does not pay for resetting it
         try:
-            return _unpackb(raw, ext_hook=self._hook, option=UNPACK_OPTS)
-        except (ValueError, TypeError, RecursionError, ormsgpack.MsgpackDecodeError) as exc:
-            inner = getattr(_failure, "exc", None)
-            _failure.exc = None
-            if not isinstance(inner, DecodeError):
-                raise DecodeError(f"invalid msgpack data: {exc}") from exc
-        except BaseException:
-            _failure.exc = None
-            raise
-        path = self._locate(raw)
-        _failure.exc = None
-        raise DecodeError(inner.reason, path=path, type_name=inner.type_name) from (
+            return self._unpack(raw)
+        except DecodeError as exc:
+            inner = exc
+        except RecursionError:
+            raise DecodeError(_TOO_DEEP) from None
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            # TypeError: a map key that is not hashable (a typed value as a key)
+            raise DecodeError(f"invalid msgpack data: {_msgpack_problem(exc, len(raw))}") from exc
+        if inner.reason == _TOO_DEEP:
+            raise inner
+        raise DecodeError(inner.reason, path=self._locate(raw), type_name=inner.type_name) from (
             inner.__cause__ or inner
         )
 
-    def hook(self, code: int, data: bytes) -> Any:
-        """ormsgpack's ``ext_hook``: one ext value, through the checks in the module docs.
+    def hook(self, code: int, data: bytes | memoryview) -> Any:
+        """The ``ext_hook``: one ext value, through the checks in the module docs.
 
         A type seen before (or a safe built-in one) is built right here from its
         ``_fast`` entry: a state holds thousands of ext values, so the hot path
@@ -367,7 +401,8 @@ class Decoder:
         """
         try:
             if code == EXT_CONSTRUCTOR_SINGLE_ARG and len(data) <= _MEMO_MAX_BYTES:
-                hit = self._memo.get(data)
+                # as bytes: a view compared with a bytes key goes item by item
+                hit = self._memo.get(bytes(data))
                 if hit is not None:
                     return hit
             known = self._fast.get(code)
@@ -375,10 +410,10 @@ class Decoder:
                 if code == EXT_DELTA_SNAPSHOT:
                     # the class first: without langgraph nothing is decoded
                     snapshot = _delta_snapshot_class()
-                    return snapshot(_unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS))
+                    return snapshot(self._unpack(data))
                 return _other_ext(code, data)
             table, lengths = known
-            env = _unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS)
+            env = self._unpack(data)
             if type(env) is not list or len(env) not in lengths:
                 return self._slow(code, env)
             try:
@@ -419,20 +454,18 @@ class Decoder:
                 except (KeyError, TypeError):  # aliases, _missing_, or no longer a member
                     return self.from_value((env[0], env[1]), arg)
                 if len(data) <= _MEMO_MAX_BYTES and len(self._memo) < _MEMO_MAX_ITEMS:
-                    self._memo[data] = member
+                    self._memo[bytes(data)] = member  # never a view of the caller's bytes
                 return member
             return self._slow(code, env)
-        except DecodeError as exc:
-            if getattr(_failure, "exc", None) is None:
-                _failure.exc = exc
+        except (DecodeError, RecursionError):
             raise
+        except msgspec.DecodeError as exc:
+            name = EXT_NAMES.get(code, "unknown")
+            problem = _msgpack_problem(exc, len(data))
+            raise DecodeError(f"malformed ext {code} ({name}) payload: {problem}") from exc
         except Exception as exc:
-            if getattr(_failure, "exc", None) is None:
-                name = EXT_NAMES.get(code, "unknown")
-                err = DecodeError(f"malformed ext {code} ({name}) payload: {exc!r}")
-                err.__cause__ = exc
-                _failure.exc = err
-            raise
+            name = EXT_NAMES.get(code, "unknown")
+            raise DecodeError(f"malformed ext {code} ({name}) payload: {exc!r}") from exc
 
     def _slow(self, code: int, env: Any) -> Any:
         """First sight of a type, or input the fast path did not accept."""
@@ -689,7 +722,7 @@ class Decoder:
     def _locate(self, raw: bytes) -> str:
         """Second, slow pass after a failure: the path of the innermost bad ext."""
         try:
-            tree = ormsgpack.unpackb(raw, ext_hook=_RawExt, option=UNPACK_OPTS)
+            tree = _raw_unpack(raw)
         except Exception:
             return "$"
         return self._walk(tree, "$", 0) or "$"
@@ -699,7 +732,7 @@ class Decoder:
             return None
         if isinstance(value, _RawExt):
             try:
-                env = ormsgpack.unpackb(value.data, ext_hook=_RawExt, option=UNPACK_OPTS)
+                env = _raw_unpack(value.data)
             except Exception:
                 return path
             if value.code == EXT_DELTA_SNAPSHOT:  # no envelope: env is the value itself
@@ -718,7 +751,6 @@ class Decoder:
                 found = self._walk(env[2], path, depth + 1)
                 if found is not None:
                     return found
-            _failure.exc = None
             try:
                 self.hook(value.code, value.data)
             except Exception:
@@ -737,7 +769,7 @@ class Decoder:
         return None
 
 
-def _other_ext(code: int, data: bytes) -> Any:
+def _other_ext(code: int, data: bytes | memoryview) -> Any:
     """Ext codes without a ``[module, name, ...]`` envelope (but ext 7, see Decoder.hook)."""
     if code == EXT_NUMPY_ARRAY:
         return read_array(data)
@@ -790,6 +822,14 @@ class _RawExt:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _RawExt) and (self.code, self.data) == (other.code, other.data)
+
+
+def _raw_ext(code: int, data: memoryview) -> _RawExt:
+    return _RawExt(code, bytes(data))
+
+
+# the error path's decoder: ext values left as they are, to be walked one by one
+_raw_unpack = msgspec.msgpack.Decoder(ext_hook=_raw_ext).decode
 
 
 def _key_path(key: Any) -> str:

@@ -2,7 +2,9 @@
 
 Kept apart from the ext hook because an array's buffer is the bulk of its
 payload: it is found in place and copied once, into the new array, instead of
-being unpacked into a bytes object first.
+being unpacked into a bytes object first. As everywhere in decoding, every
+MessagePack value read here must end exactly where its bytes end (#18.3): a
+payload with bytes to spare is refused, not read in part.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import ormsgpack
+import msgspec
 
 from tether.errors import DecodeError
-from tether.serde._ext import EXT_NUMPY_ARRAY, UNPACK_OPTS
+from tether.serde._ext import EXT_NUMPY_ARRAY
 
-_unpackb = ormsgpack.unpackb
+# no ext hook: an ext value in the head is an msgspec Ext, which fails the checks
+_unpack = msgspec.msgpack.Decoder().decode
 
 
 _BIN_LEN_BYTES = {0xC4: 1, 0xC5: 2, 0xC6: 4}  # bin 8/16/32: bytes of the length field
@@ -38,11 +41,11 @@ def _split_numpy(data: bytes | memoryview) -> tuple[Any, memoryview | bytes]:
         if start + int.from_bytes(data[pos + 1 : start], "big") != total:
             continue
         try:
-            head = ormsgpack.unpackb(b"\x93" + data[1:pos], option=UNPACK_OPTS)
-        except ormsgpack.MsgpackDecodeError:
+            head = _unpack(b"\x93" + data[1:pos])
+        except msgspec.DecodeError:
             continue
         return head, memoryview(data)[start:]
-    meta = ormsgpack.unpackb(data, option=UNPACK_OPTS)
+    meta = _unpack(data)
     if not isinstance(meta, list) or len(meta) != 4:
         raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
     return meta[:3], meta[3]
@@ -64,10 +67,9 @@ EXT_HEADS = {
 def read_whole(raw: bytes) -> Any:
     """A message that is one NumPy array (ext 6), read in place; None for anything else.
 
-    Through ormsgpack the array's bytes would be copied into a new bytes
-    object for the ext hook, then again into the array; here they are copied
-    once, from the caller's bytes into the array. Anything unexpected returns
-    None, and the general path reads (or reports) it.
+    The array's bytes are copied once, from the caller's bytes into the
+    array, without the decoder and the ext hook around them. Anything
+    unexpected returns None, and the general path reads (or reports) it.
     """
     width, fixed = EXT_HEADS[raw[:1]]
     start = 2 + width
@@ -85,7 +87,7 @@ def read_whole(raw: bytes) -> Any:
 def read_array(data: bytes | memoryview) -> Any:
     np = _numpy_mod[0] if _numpy_mod else _numpy_module()
     if len(data) <= SMALL_ARRAY:
-        meta = _unpackb(data, option=UNPACK_OPTS)
+        meta = _unpack(data)
         if type(meta) is not list or len(meta) != 4:
             raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
         dtype_str, shape, order, buf = meta

@@ -53,6 +53,23 @@ rebuilt, so encoding them raises EncodeError. Fields of a pydantic model go
 through ``model_dump``: a model held in a field typed ``Any`` comes back as a
 dict, as in LangGraph.
 
+Limits
+------
+Stored bytes are read by one decoder (msgspec's) for the value and for every
+ext payload in it:
+
+* a value is exactly one MessagePack value: bytes after its end, at the top or
+  inside any ext payload, are a DecodeError (one damaged length byte would
+  otherwise drop the rest of a list without a word);
+* nesting (arrays, maps and typed values inside each other) is counted on the
+  interpreter's recursion counter across ext values, so a value nested deeper
+  than ``sys.getrecursionlimit()`` allows (1,000 by default, the caller's own
+  frames included) is a DecodeError, never a C stack overflow;
+* ext payloads are read in place, not copied per level: reading a value costs
+  time and memory linear in its size;
+* MessagePack's own timestamp extension (code -1) is read as a UTC datetime
+  (neither tether nor LangGraph writes it).
+
 Safe types
 ----------
 Decoding constructs only:
