@@ -119,6 +119,41 @@ class CustomInit(pydantic.BaseModel):
         self.inits += 1
 
 
+# classes whose own code raises something other than ValueError/TypeError on
+# stored data (issue #18.10): the serializer must say so as a DecodeError
+
+_RAISES: dict[str, type[Exception]] = {
+    "attribute": AttributeError,
+    "key": KeyError,
+    "runtime": RuntimeError,
+    "lookup": LookupError,
+    "zero": ZeroDivisionError,
+}
+
+
+class Fussy:
+    """A plain class (built by ``cls(**fields)``) whose constructor fails."""
+
+    def __init__(self, fail: str = "attribute", **fields: object) -> None:
+        raise _RAISES[fail](f"Fussy refuses {fail}")
+
+
+@dataclasses.dataclass
+class FussyRecord:
+    fail: str
+
+    def __post_init__(self) -> None:
+        raise _RAISES[self.fail](f"FussyRecord refuses {self.fail}")
+
+
+class FussyColor(enum.Enum):
+    RED = "red"
+
+    @classmethod
+    def _missing_(cls, value: object) -> FussyColor:
+        raise RuntimeError(f"no color {value!r}")
+
+
 # "next versions" of the classes above, swapped in under the same name by the
 # schema-evolution tests
 
@@ -197,5 +232,8 @@ ALL = [
         "Aliased",
         "WithComputed",
         "CustomInit",
+        "Fussy",
+        "FussyRecord",
+        "FussyColor",
     )
 ]

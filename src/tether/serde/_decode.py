@@ -323,6 +323,11 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _failed(exc: BaseException) -> str:
+    """How a constructor failed: the message alone for the usual ValueError/TypeError."""
+    return str(exc) if isinstance(exc, ValueError | TypeError) else repr(exc)
+
+
 class Decoder:
     """One serializer's decoding rules; :meth:`hook` is the decoder's ``ext_hook``."""
 
@@ -528,7 +533,9 @@ class Decoder:
                             return slow(fields)
                     try:
                         return cls(**fields)
-                    except (ValueError, TypeError):
+                    except RecursionError:
+                        raise
+                    except Exception:  # noqa: S110 - the slow path names the failure
                         pass
                 return slow(fields)
 
@@ -544,11 +551,13 @@ class Decoder:
             return self._mismatch(key, value, ["the class no longer exists"])
         try:
             return info.cls(value)
-        except (ValueError, TypeError) as exc:
-            if info.kind is _Kind.ENUM:
+        except RecursionError:
+            raise
+        except Exception as exc:  # the class's own code may raise anything (#18.10)
+            if info.kind is _Kind.ENUM and isinstance(exc, ValueError | TypeError):
                 problem = f"stored value {value!r} is not a member of {info.dotted}"
             else:
-                problem = f"{info.dotted}({_describe(value)}) failed: {exc}"
+                problem = f"{info.dotted}({_describe(value)}) failed: {_failed(exc)}"
             return self._mismatch(key, value, [problem], exc)
 
     def from_args(self, key: tuple[str, str], args: Any) -> Any:
@@ -568,8 +577,11 @@ class Decoder:
             if key == ("langgraph.types", "Send") and len(args) == 3:
                 return info.cls(args[0], args[1], timeout=args[2])
             return info.cls(*args)
-        except (ValueError, TypeError) as exc:
-            return self._mismatch(key, list(args), [f"{info.dotted}(*args) failed: {exc}"], exc)
+        except RecursionError:
+            raise
+        except Exception as exc:
+            problem = f"{info.dotted}(*args) failed: {_failed(exc)}"
+            return self._mismatch(key, list(args), [problem], exc)
 
     def from_fields(self, key: tuple[str, str], fields: Any) -> Any:
         """Pydantic validation, dataclass / named tuple / plain ``cls(**fields)``."""
@@ -586,8 +598,11 @@ class Decoder:
         if info.kind is _Kind.OTHER or info.kind is _Kind.ENUM:
             try:
                 return info.cls(**fields)
-            except (ValueError, TypeError) as exc:
-                return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {exc}"], exc)
+            except RecursionError:
+                raise
+            except Exception as exc:
+                problem = f"{dotted}(**fields) failed: {_failed(exc)}"
+                return self._mismatch(key, fields, [problem], exc)
         problems = self._fit(info, fields)
         if problems:
             return self._mismatch(key, fields, problems)
@@ -597,6 +612,8 @@ class Decoder:
                 return info.validate(data)
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 return self._mismatch(key, fields, [_validation_summary(exc)], exc)
+            except RecursionError:
+                raise
             except Exception as exc:  # the class's own validators, on data they no longer expect
                 return self._mismatch(key, fields, [f"validating {dotted} failed: {exc!r}"], exc)
         if info.as_tuple:
@@ -612,8 +629,10 @@ class Decoder:
                     object.__setattr__(obj, k, fields[k])  # frozen dataclasses too
                 return obj
             return info.cls(**fields)
-        except (ValueError, TypeError) as exc:
-            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {exc}"], exc)
+        except RecursionError:
+            raise
+        except Exception as exc:
+            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {_failed(exc)}"], exc)
 
     @staticmethod
     def _fit(info: _ClassInfo, fields: dict[str, Any]) -> list[str]:
@@ -680,7 +699,10 @@ class Decoder:
             )
         if not allowed:
             _warn_permissive(key)
-        info = _class_info(obj, dotted)
+        try:
+            info = _class_info(obj, dotted)
+        except Exception as exc:  # a class whose fields or hints cannot be read
+            raise DecodeError(f"cannot read class {dotted}: {exc!r}", type_name=dotted) from exc
         with self._lock:
             self._classes[key] = info
         return info

@@ -731,7 +731,12 @@ def pack(obj: Any) -> bytes:
     """Encode ``obj``; raises :class:`Unsupported` naming the offending value."""
     whole = WHOLE.get(type(obj))
     if whole is not None:
-        return whole(obj)
+        try:
+            return whole(obj)
+        except Unsupported:
+            raise
+        except Exception as exc:  # e.g. a buffer NumPy cannot export
+            raise Unsupported(obj, f"encoding {type(obj).__qualname__} failed: {exc!r}") from exc
     # last_error is cleared on every way out of a failed call, so that a
     # successful one (the common case) does not pay for resetting it
     try:
@@ -773,7 +778,10 @@ def locate(root: Any, target: Any) -> str:
                 return found
         return None
 
-    return walk(root, "$", 0) or "$"
+    try:
+        return walk(root, "$", 0) or "$"
+    except Exception:  # a container whose items cannot be read: the message still names it
+        return "$"
 
 
 def _key_path(key: Any) -> str:

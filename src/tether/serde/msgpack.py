@@ -247,7 +247,7 @@ class MsgpackSerializer:
             return "msgpack", _ext.pack(obj)
         except _ext.Unsupported as exc:
             if self.pickle_fallback:
-                return "pickle", pickle.dumps(obj)
+                return "pickle", _pickle(obj)
             path = _ext.locate(obj, exc.obj)
             raise EncodeError(
                 f"cannot serialize {type(exc.obj).__module__}.{type(exc.obj).__qualname__}: "
@@ -267,20 +267,21 @@ class MsgpackSerializer:
             tag, raw = data
         except (TypeError, ValueError) as exc:
             raise DecodeError(f"expected a (tag, bytes) pair, got {type(data).__name__}") from exc
-        if tag == "msgpack":
-            if type(raw) is not bytes:
-                if not isinstance(raw, bytes | bytearray | memoryview):
-                    raise DecodeError(f"msgpack payload must be bytes, got {type(raw).__name__}")
-                raw = bytes(raw)
-            return self._decoder.unpack(raw)
         if tag == "null":
             return None
+        if type(raw) is not bytes:
+            # bytes(5) would be five zero bytes: a wrong payload must not read as data
+            if not isinstance(raw, bytes | bytearray | memoryview):
+                raise DecodeError(f"{tag!r} payload must be bytes, got {type(raw).__name__}")
+            raw = bytes(raw)
+        if tag == "msgpack":
+            return self._decoder.unpack(raw)
         if tag == "bytes":
-            return bytes(raw)
+            return raw
         if tag == "bytearray":
             return bytearray(raw)
         if tag == "json":
-            return loads_json(self._decoder, bytes(raw))
+            return loads_json(self._decoder, raw)
         if tag == "pickle":
             if not self.pickle_fallback:
                 raise DecodeError(
@@ -299,3 +300,13 @@ class MsgpackSerializer:
     def __repr__(self) -> str:
         mode = "permissive" if self.permissive else "strict"
         return f"MsgpackSerializer({mode}, allowlist={len(self._allowlist)} types)"
+
+
+def _pickle(obj: Any) -> bytes:
+    try:
+        return pickle.dumps(obj)
+    except Exception as exc:  # PicklingError, AttributeError (a lambda, a local class)...
+        raise EncodeError(
+            f"cannot serialize {type(obj).__module__}.{type(obj).__qualname__}: msgpack cannot "
+            f"hold it and pickle failed too: {exc!r}"
+        ) from exc
