@@ -22,6 +22,7 @@ import functools
 import importlib
 import logging
 import re
+import sys
 import threading
 import types
 import typing
@@ -340,6 +341,7 @@ class Decoder:
         upgrades: Mapping[tuple[str, str], Upgrade],
     ) -> None:
         self.allowlist = allowlist
+        self.policy = _allowlist.Policy.of(allowlist, upgrades, permissive)
         self.permissive = permissive
         self.on_mismatch = on_mismatch
         self.upgrades = dict(upgrades)
@@ -663,46 +665,71 @@ class Decoder:
     # --- the gate ----------------------------------------------------------------
 
     def _resolve(self, key: tuple[str, str]) -> _ClassInfo | None:
-        """The class for ``key`` after the allowlist check; None when it is gone."""
+        """The class for ``key`` after the checks in the module docs; None when it is gone.
+
+        Names are checked as strings first, so a refused name imports nothing.
+        Then the module is imported only when the name is allowed (permissive
+        mode takes modules already imported, never imports one), and the name
+        is looked up without traversal: a module attribute, then classes
+        nested in it, each read from the class's own ``__dict__``. Whatever is
+        found must be a class, of a module that is not denied.
+        """
         info = self._classes.get(key)
         if info is not None:
             return info
         module, name = key
         dotted = f"{module}.{name}"
         if _allowlist.is_denied(module):
-            raise DecodeError(
-                f"refusing to construct {dotted}: module {module!r} is never allowed "
-                "(it can run code or touch the system)",
-                type_name=dotted,
-            )
-        allowed = key in self.allowlist or key in _allowlist.FRAMEWORK_TYPES or key in self.upgrades
+            raise _refuse(dotted, f"module {module!r} is never allowed ({_DENIED_WHY})")
+        allowed = self.policy.allows(module, name)
         if not allowed and not self.permissive:
-            raise DecodeError(
-                f"refusing to construct {dotted}: it is not in the allowlist; allow it with "
-                f"MsgpackSerializer(allowlist=[({module!r}, {name!r})]) or "
-                f"saver.with_allowlist([({module!r}, {name!r})])",
-                type_name=dotted,
-            )
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in name.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError):
+            raise _refuse(dotted, f"it is not in the allowlist; {_allowlist.how_to_allow([key])}")
+        if allowed:
+            try:
+                mod: Any = importlib.import_module(module)
+            except ImportError:
+                return None
+            except Exception as exc:
+                raise DecodeError(f"importing {module} failed: {exc!r}", type_name=dotted) from exc
+        else:
+            mod = sys.modules.get(module)
+            if mod is None:
+                raise _refuse(
+                    dotted,
+                    f"permissive mode never imports a module named by stored data, and "
+                    f"{module!r} is not imported; import it first or "
+                    f"{_allowlist.how_to_allow([key])}",
+                )
+        cls = _lookup(mod, module, name, by_attribute=allowed)
+        if cls is None:
             return None
-        except Exception as exc:
-            raise DecodeError(f"importing {module} failed: {exc!r}", type_name=dotted) from exc
-        if not isinstance(obj, type):
-            raise DecodeError(
-                f"refusing to call {dotted}: it is a {type(obj).__name__}, not a class; "
-                "tether only constructs classes",
-                type_name=dotted,
+        if _allowlist.is_denied(cls.__module__):
+            raise _refuse(
+                dotted,
+                f"it is {cls.__module__}.{cls.__qualname__}, and module {cls.__module__!r} "
+                f"is never allowed ({_DENIED_WHY})",
             )
-        if not allowed:
-            _warn_permissive(key)
+        exact = cls.__module__ == module and cls.__qualname__ == name
+        if not exact and (not allowed or self.policy.wildcard_only(module, name)):
+            # permissive mode and module:* entries take a class only where it is defined
+            raise _refuse(
+                dotted,
+                f"that name leads to {cls.__module__}.{cls.__qualname__}, which is defined "
+                "elsewhere; only an explicit allowlist entry reaches a class through another name",
+            )
         try:
-            info = _class_info(obj, dotted)
+            info = _class_info(cls, dotted)
         except Exception as exc:  # a class whose fields or hints cannot be read
             raise DecodeError(f"cannot read class {dotted}: {exc!r}", type_name=dotted) from exc
+        if not allowed:
+            if info.kind is _Kind.OTHER:
+                raise _refuse(
+                    dotted,
+                    "permissive mode constructs only data classes (pydantic models, "
+                    "dataclasses, named tuples, Enums), never other constructors; "
+                    + _allowlist.how_to_allow([key]),
+                )
+            _warn_permissive(key)
         with self._lock:
             self._classes[key] = info
         return info
@@ -789,6 +816,56 @@ class Decoder:
                 if found is not None:
                     return found
         return None
+
+
+_DENIED_WHY = "it can run code or touch the system"
+
+
+def _refuse(dotted: str, why: str) -> DecodeError:
+    return DecodeError(f"refusing to construct {dotted}: {why}", type_name=dotted)
+
+
+def _lookup(module: Any, module_name: str, name: str, *, by_attribute: bool) -> type | None:
+    """``name`` in ``module`` without traversal: None when it is not there.
+
+    The first part is an attribute of the module (``getattr`` for an allowed
+    name, so that lazily loaded module attributes resolve; the module's own
+    ``__dict__`` in permissive mode). Every further part is looked up in the
+    ``__dict__`` of the class before it, so a dotted name only ever reaches
+    classes nested in classes, never another module (``venv.subprocess``), a
+    function or a descriptor.
+    """
+    dotted = f"{module_name}.{name}"
+    first, *rest = name.split(".")
+    if by_attribute:
+        try:
+            obj: Any = getattr(module, first)
+        except AttributeError:
+            return None
+        except Exception as exc:  # a module __getattr__ that failed
+            raise DecodeError(f"looking up {dotted} failed: {exc!r}", type_name=dotted) from exc
+    else:
+        obj = vars(module).get(first)
+    walked = module_name
+    for part in rest:
+        if obj is None:
+            return None
+        if not isinstance(obj, type):
+            raise _refuse(
+                dotted,
+                f"{walked}.{first} is a {type(obj).__name__}, not a class; a dotted name may "
+                "only name a class nested in a class",
+            )
+        walked, first = f"{walked}.{first}", part
+        obj = vars(obj).get(part)
+    if obj is None:
+        return None
+    if not isinstance(obj, type):
+        raise _refuse(
+            dotted,
+            f"it is a {type(obj).__name__}, not a class; tether only constructs classes",
+        )
+    return obj
 
 
 def _other_ext(code: int, data: bytes | memoryview) -> Any:

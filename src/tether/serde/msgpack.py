@@ -89,12 +89,23 @@ Decoding constructs only:
 
 Everything is checked on the (module, name) strings before anything is
 imported: a refused payload imports nothing and calls nothing. An allowed name
-must resolve to a class (never a function such as ``os.system``), and is built
-only through its kind's path: pydantic ``model_validate``, dataclass / named
-tuple / plain class ``cls(**fields)``, ``cls(*args)``, Enum ``cls(value)``.
-Modules that run code or touch the system (``os``, ``posix``, ``subprocess``,
-``builtins``, ``sys``, ``importlib``, ``pickle``, ``ctypes``, ``socket``...)
+is then looked up without traversal: an attribute of its module, and for a
+dotted name (``Outer.Inner``) classes nested in that class, each read from
+the class's own ``__dict__`` -- never through another module
+(``("venv", "subprocess.Popen")``), a function or a descriptor. It must
+resolve to a class (never a function such as ``os.system``) whose own
+``__module__`` is not denied, and is built only through its kind's path:
+pydantic ``model_validate``, dataclass / named tuple / plain class
+``cls(**fields)``, ``cls(*args)``, Enum ``cls(value)``. Modules that run code
+or touch the system (``os``, ``posix``, ``subprocess``, ``builtins``, ``sys``,
+``importlib``, ``pickle``, ``ctypes``, ``socket``, ``pydantic_settings``...)
 are refused in every mode, allowlisted or not.
+
+An entry ``(module, "*")`` (``module:*`` in ``TETHER_ALLOWLIST``) allows every
+class whose ``__module__`` is exactly ``module``: not its submodules, not a
+class it imported from elsewhere, never a denied module. Its security meaning
+is that of listing each class of that module by hand, including the ones
+added later: every class there must be safe to build from stored fields.
 
 Types from ``__main__`` get no special treatment: strict mode refuses them
 unless ``("__main__", "Name")`` is allowlisted (and then they decode only in a
@@ -102,10 +113,26 @@ process whose ``__main__`` defines them); move them to an importable module.
 
 Permissive mode
 ---------------
-``permissive=True`` constructs any importable class (still never the denied
-modules, never functions), logging one warning per type on the
-``tether.serde`` logger. It exists for migrating old data and is never the
-default.
+``permissive=True`` also constructs classes that are not allowlisted, logging
+one warning per type on the ``tether.serde`` logger. It exists for migrating
+old data and is never the default. What it still refuses:
+
+* any module a payload names that the process has not imported already
+  (stored data never makes tether import a module);
+* a class reached through another name (a re-export, a dotted path through a
+  module): it takes a class only as ``(its __module__, its __qualname__)``;
+* anything but data classes: pydantic models, dataclasses, named tuples and
+  Enums. Other constructors (``logging.FileHandler(path, "w")`` truncates a
+  file) are never called;
+* the denied modules above.
+
+Its real risk, plainly: whoever can write to the store can make every reader
+build any data class of any module the reader has imported, with fields of
+their choosing. That runs those classes' own code (pydantic validators,
+``__post_init__``, Enum ``_missing_``), wherever they come from: the
+application's, its libraries', the standard library's. Use it only on data
+you trust, for as long as a migration takes, and write the types it warns
+about into the allowlist.
 
 Schema evolution
 ----------------
