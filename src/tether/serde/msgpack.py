@@ -168,6 +168,26 @@ Errors
   the value (``at `$.messages[3]```); ``.path`` and ``.type_name`` hold them.
 * :class:`~tether.errors.EncodeError` (a ``TypeError``) for a value msgpack
   cannot hold, naming its type and path, unless ``pickle_fallback=True``.
+
+Refused at write what would be refused at read
+----------------------------------------------
+``dumps_typed`` (so every saver's ``put`` and ``put_writes``, before anything
+is stored) refuses a value holding a class this serializer would refuse to
+construct when reading it back: a class not in the allowlist, a class of a
+denied module, a class defined inside a function (no importable path). The
+EncodeError names every such class (``module:qualname``) and where it is in
+the value (``$.orders[0]`` and how many more places), then the fixes, written
+out so that they work as typed: ``serde=MsgpackSerializer(allowlist=[...])``,
+``allowlist=[...]`` on a ``tether.langgraph`` saver,
+``saver = saver.with_allowlist([...])`` (it returns a new saver) or
+``TETHER_ALLOWLIST=module:Name``. The decision is kept per class, so a type
+seen before costs nothing more. A model nested in a pydantic model's fields is
+written as its fields (``model_dump``), so it needs no entry of its own.
+
+* permissive mode refuses only classes of denied modules (what it reads, it
+  reads from modules already imported: a class that was written was);
+* with ``pickle_fallback=True`` a value holding a class msgpack would not
+  read back is pickled instead (pickle reads back whatever it wrote).
 """
 
 from __future__ import annotations
@@ -237,6 +257,8 @@ class MsgpackSerializer:
             on_mismatch=on_mismatch,
             upgrades=ups,
         )
+        # the encoder's hook, with this serializer's write-time check (#13.4)
+        self._default = _ext.make_default(self._read_back_refusal)
 
     @property
     def allowlist(self) -> frozenset[tuple[str, str]]:
@@ -260,8 +282,9 @@ class MsgpackSerializer:
         """Encode ``obj`` as ``(tag, bytes)``.
 
         Raises:
-            EncodeError: ``obj`` holds a value of an unsupported type (message and
-                ``.path`` say which), unless ``pickle_fallback`` is on.
+            EncodeError: ``obj`` holds a value of an unsupported type, or of a class
+                this serializer would refuse to read back (the message names every
+                one, with its path, and the fix), unless ``pickle_fallback`` is on.
         """
         if obj is None:
             return "null", _EMPTY
@@ -271,17 +294,33 @@ class MsgpackSerializer:
         if cls is bytearray:
             return "bytearray", bytes(obj)
         try:
-            return "msgpack", _ext.pack(obj)
+            return "msgpack", _ext.pack(obj, self._default)
         except _ext.Unsupported as exc:
-            if self.pickle_fallback:
+            if self.pickle_fallback:  # pickle reads back whatever it wrote
                 return "pickle", _pickle(obj)
-            path = _ext.locate(obj, exc.obj)
-            raise EncodeError(
-                f"cannot serialize {type(exc.obj).__module__}.{type(exc.obj).__qualname__}: "
-                f"{exc.reason}; convert it to a supported type"
-                + (" or enable pickle_fallback" if not self.pickle_fallback else ""),
-                path=path,
-            ) from None
+            raise _encode_error(obj, exc, self._read_back_refusal) from None
+
+    def _read_back_refusal(self, key: tuple[str, str]) -> str | None:
+        """Why :meth:`loads_typed` would refuse to build the class ``key``, or None.
+
+        Asked once per class by the encoder. The same policy as the decoder's
+        gate, for a class the writer has in hand (so its ``(module, qualname)``
+        is exact): denied modules, then the allowlist unless permissive.
+        """
+        module, name = key
+        if _allowlist.is_denied(module):
+            return (
+                f"module {module!r} is never allowed (it can run code or touch the system); "
+                "define the class in another module"
+            )
+        if self.permissive or self._decoder.policy.allows(module, name):
+            return None
+        if module == "__main__":
+            return (
+                "not in the allowlist (and a class of __main__ reads back only in a process "
+                "whose __main__ defines it: better move it to an importable module)"
+            )
+        return _NOT_ALLOWED
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Decode what :meth:`dumps_typed` (or LangGraph's JsonPlusSerializer) wrote.
@@ -337,3 +376,53 @@ def _pickle(obj: Any) -> bytes:
             f"cannot serialize {type(obj).__module__}.{type(obj).__qualname__}: msgpack cannot "
             f"hold it and pickle failed too: {exc!r}"
         ) from exc
+
+
+_NOT_ALLOWED = "not in the allowlist"
+
+
+def _encode_error(obj: Any, first: _ext.Unsupported, check: _ext.Check) -> EncodeError:
+    """One EncodeError naming every problem in ``obj`` and the fix for each kind."""
+    found = _ext.problems(obj, check) or [first]
+    kinds: dict[tuple[str, str], list[Any]] = {}  # class -> [reason, first instance, count]
+    values: list[_ext.Unsupported] = []
+    for problem in found:
+        cls = type(problem.obj)
+        if isinstance(problem, _ext.Refused) or "<locals>" in cls.__qualname__:
+            key = (cls.__module__, cls.__qualname__)
+            entry = kinds.setdefault(key, [problem.reason, problem.obj, 0])
+            entry[2] += 1
+        else:
+            values.append(problem)
+    if not kinds:
+        bad = values[0] if values else first
+        target = bad.obj
+        return EncodeError(
+            f"cannot serialize {type(target).__module__}.{type(target).__qualname__}: "
+            f"{bad.reason}; convert it to a supported type or enable pickle_fallback",
+            path=_ext.locate(obj, target),
+        )
+    lines = [
+        f"refusing to store a value holding {len(kinds)} type{'s' if len(kinds) > 1 else ''} "
+        "this serializer would refuse to read back:"
+    ]
+    paths = []
+    for (module, qualname), (reason, instance, count) in kinds.items():
+        path = _ext.locate(obj, instance)
+        paths.append(path)
+        more = f" and {count - 1} more place{'s' if count > 2 else ''}" if count > 1 else ""
+        lines.append(f"- {module}:{qualname} at `{path}`{more}: {reason}")
+    for bad in values:
+        target = bad.obj
+        path = _ext.locate(obj, target)
+        paths.append(path)
+        lines.append(
+            f"- cannot serialize {type(target).__module__}.{type(target).__qualname__} at "
+            f"`{path}`: {bad.reason}"
+        )
+    refused = [key for key, entry in kinds.items() if entry[0].startswith(_NOT_ALLOWED)]
+    if refused:
+        lines.append(_allowlist.how_to_allow(refused))
+    error = EncodeError("\n".join(lines))
+    error.path = paths[0]  # the message names every path; .path holds the first
+    return error
