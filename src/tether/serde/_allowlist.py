@@ -24,12 +24,14 @@ import collections
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import ipaddress
+import os
 import pathlib
 import re
 import uuid
 import zoneinfo
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from tether.serde._ext import (
@@ -41,12 +43,14 @@ from tether.serde._ext import (
 
 __all__ = [
     "DENIED_MODULES",
+    "ENV_VAR",
     "FORWARDING_INIT",
     "FRAMEWORK_TYPES",
     "SAFE_BUILDERS",
     "SAFE_JSON_BUILDERS",
     "WILDCARD",
     "Policy",
+    "from_env",
     "how_to_allow",
     "is_denied",
     "normalize",
@@ -414,6 +418,26 @@ def parse_allowlist(text: str, *, source: str = "allowlist") -> frozenset[tuple[
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
     return frozenset(out)
+
+
+#: the environment variable every default serializer reads its extra entries from
+ENV_VAR = "TETHER_ALLOWLIST"
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> frozenset[tuple[str, str]]:
+    """The entries of ``TETHER_ALLOWLIST`` (none when it is unset or empty).
+
+    Raises:
+        ConfigError: a malformed entry, naming the variable and the entry.
+    """
+    text = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    return _parse_env(text) if text.strip() else frozenset()
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_env(text: str) -> frozenset[tuple[str, str]]:
+    # with_allowlist makes a serializer per compiled graph: parse the text once
+    return parse_allowlist(text, source=ENV_VAR)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -107,6 +107,22 @@ class it imported from elsewhere, never a denied module. Its security meaning
 is that of listing each class of that module by hand, including the ones
 added later: every class there must be safe to build from stored fields.
 
+``TETHER_ALLOWLIST``
+~~~~~~~~~~~~~~~~~~~~
+Every serializer made with its defaults (so every saver's default serializer,
+the ``tether.langgraph`` drop-ins' and the CLI's) also allows the entries of
+the ``TETHER_ALLOWLIST`` environment variable, read when the serializer is
+made: comma-separated ``module:Name``, ``module:Outer.Inner`` or ``module:*``
+(e.g. ``TETHER_ALLOWLIST=myapp.models:Order,myapp.events:*``). A malformed
+entry, or ``module:*`` of a denied module, is a ConfigError naming the
+variable. ``MsgpackSerializer(env_allowlist=False)`` ignores it. What it means
+for security: whoever sets the process's environment decides what stored data
+may construct in that process, exactly as if the entries were written in the
+code, for every store the process opens; ``module:*`` trusts every class
+defined in that module, including ones added later. List your own model
+modules, never a library's wholesale. :func:`tether.serde.parse_allowlist`
+reads the same text (the CLI's ``--allow``).
+
 Types from ``__main__`` get no special treatment: strict mode refuses them
 unless ``("__main__", "Name")`` is allowlisted (and then they decode only in a
 process whose ``__main__`` defines them); move them to an importable module.
@@ -222,9 +238,12 @@ class MsgpackSerializer:
         upgrades: ``{(module, name): fn}``; ``fn(stored_fields)`` builds the
             value when the stored one no longer fits (takes precedence over
             ``on_mismatch``).
+        env_allowlist: also allow the entries of the ``TETHER_ALLOWLIST``
+            environment variable, read once, here (see the module docs).
 
     Raises:
-        ConfigError: a malformed allowlist entry or policy.
+        ConfigError: a malformed allowlist entry (in ``allowlist`` or in
+            ``TETHER_ALLOWLIST``) or policy.
     """
 
     def __init__(
@@ -235,6 +254,7 @@ class MsgpackSerializer:
         pickle_fallback: bool = False,
         on_mismatch: MismatchPolicy = "error",
         upgrades: Mapping[tuple[str, str], Upgrade] | None = None,
+        env_allowlist: bool = True,
     ) -> None:
         if on_mismatch not in ("error", "raw"):
             raise ConfigError(f"on_mismatch must be 'error' or 'raw', got {on_mismatch!r}")
@@ -247,6 +267,8 @@ class MsgpackSerializer:
             if not callable(fn):
                 raise ConfigError(f"the upgrade for {key!r} is not callable")
         self._allowlist = _allowlist.normalize(allowlist)
+        if env_allowlist:
+            self._allowlist |= _allowlist.from_env()
         self.permissive = permissive
         self.pickle_fallback = pickle_fallback
         self.on_mismatch: MismatchPolicy = on_mismatch
@@ -262,7 +284,8 @@ class MsgpackSerializer:
 
     @property
     def allowlist(self) -> frozenset[tuple[str, str]]:
-        """The explicit ``(module, name)`` pairs (safe and framework types not included)."""
+        """The explicit ``(module, name)`` pairs, ``TETHER_ALLOWLIST``'s included, and
+        ``(module, "*")`` entries (safe and framework types not included)."""
         return self._allowlist
 
     def with_allowlist(self, extra: Iterable[tuple[str, ...] | type]) -> MsgpackSerializer:
@@ -276,6 +299,7 @@ class MsgpackSerializer:
             pickle_fallback=self.pickle_fallback,
             on_mismatch=self.on_mismatch,
             upgrades=self._upgrades,
+            env_allowlist=False,  # its entries are in self._allowlist already
         )
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
