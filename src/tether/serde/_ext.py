@@ -634,6 +634,15 @@ def _class_encoder(cls: type) -> _Encoder:
     send = _langgraph_send(cls)
     if send is not None:
         return send
+    if cls.__module__ == "langgraph.store.base" and cls.__name__ in ("Item", "SearchItem"):
+        # as LangGraph writes a store item: ext 4 (its dict() method), read by cls(**fields)
+        head = list(class_key(cls))
+
+        def item(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+            payload = _packb([*head, obj.dict()], default=dflt, option=PACK_OPTS)
+            return _Ext(EXT_PYDANTIC_V1, payload)
+
+        return item
     raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
 
 
