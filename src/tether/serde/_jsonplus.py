@@ -46,7 +46,13 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
         return value
 
     try:
-        return json.loads(data, object_hook=hook)
+        # UTF-8, as LangGraph wrote it: json.loads would guess UTF-16/32 from the
+        # first bytes and import a codec module for them (named by stored data)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid legacy json payload: not UTF-8 ({exc.reason})") from exc
+    try:
+        return json.loads(text, object_hook=hook)
     except DecodeError as exc:
         failed = exc
     except RecursionError as exc:
@@ -56,7 +62,7 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
     except Exception as exc:  # a class's own code, whatever it raised (#18.10)
         raise DecodeError(f"cannot read legacy json payload: {exc!r}") from exc
     raise DecodeError(
-        failed.reason, path=_nth_constructor_path(data, rebuilt), type_name=failed.type_name
+        failed.reason, path=_nth_constructor_path(text, rebuilt), type_name=failed.type_name
     ) from (failed.__cause__ or failed)
 
 
@@ -64,10 +70,10 @@ def _is_constructor(obj: dict[str, Any]) -> bool:
     return obj.get("lc") in (1, 2) and "id" in obj and "type" in obj
 
 
-def _nth_constructor_path(data: bytes, index: int) -> str:
+def _nth_constructor_path(text: str, index: int) -> str:
     """The path of the ``index``-th constructor object, children before parents."""
     try:
-        tree = json.loads(data)
+        tree = json.loads(text)
     except Exception:
         return "$"
     seen = 0
