@@ -122,7 +122,19 @@ class CustomInit(pydantic.BaseModel):
 # classes whose own code raises something other than ValueError/TypeError on
 # stored data (issue #18.10): the serializer must say so as a DecodeError
 
+
+class UnprintableError(Exception):
+    """An exception whose str() and repr() fail as well."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
 _RAISES: dict[str, type[Exception]] = {
+    "unprintable": UnprintableError,
     "attribute": AttributeError,
     "key": KeyError,
     "runtime": RuntimeError,

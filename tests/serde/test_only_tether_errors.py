@@ -102,3 +102,17 @@ def test_pickle_failures_are_encode_errors() -> None:
     serde = MsgpackSerializer(pickle_fallback=True)
     with pytest.raises(EncodeError, match="pickle"):
         serde.dumps_typed({"f": lambda: None})
+
+
+def test_an_exception_that_cannot_be_printed() -> None:
+    """The message falls back to the exception's type when its repr() fails too."""
+    for code, envelope in [
+        (2, ["serde_models", "Fussy", {"fail": "unprintable"}]),
+        (2, ["serde_models", "FussyRecord", {"fail": "unprintable"}]),
+    ]:
+        data = ormsgpack.packb([_ext(code, envelope)])
+        with pytest.raises(DecodeError, match="UnprintableError whose repr"):
+            SERDE.loads_typed(("msgpack", data))
+    stored = json.dumps([lc("Fussy", fail="unprintable")]).encode()
+    with pytest.raises(DecodeError, match="UnprintableError whose repr"):
+        SERDE.loads_typed(("json", stored))

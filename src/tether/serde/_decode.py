@@ -326,7 +326,20 @@ def _describe(value: Any) -> str:
 
 def _failed(exc: BaseException) -> str:
     """How a constructor failed: the message alone for the usual ValueError/TypeError."""
-    return str(exc) if isinstance(exc, ValueError | TypeError) else repr(exc)
+    if isinstance(exc, ValueError | TypeError):
+        try:
+            return str(exc)
+        except Exception:  # noqa: S110 - _show says so
+            pass
+    return _show(exc)
+
+
+def _show(obj: object) -> str:
+    """``repr(obj)`` for an error message; a class's own ``__repr__`` may raise too."""
+    try:
+        return repr(obj)
+    except Exception:
+        return f"<{type(obj).__qualname__} whose repr() failed>"
 
 
 class Decoder:
@@ -391,6 +404,8 @@ class Decoder:
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
             # TypeError: a map key that is not hashable (a typed value as a key)
             raise DecodeError(f"invalid msgpack data: {_msgpack_problem(exc, len(raw))}") from exc
+        except Exception as exc:  # anything else a class's own code raised on the way
+            raise DecodeError(f"cannot read the value: {_show(exc)}") from exc
         if inner.reason == _TOO_DEEP:
             raise inner
         raise DecodeError(inner.reason, path=self._locate(raw), type_name=inner.type_name) from (
@@ -472,7 +487,7 @@ class Decoder:
             raise DecodeError(f"malformed ext {code} ({name}) payload: {problem}") from exc
         except Exception as exc:
             name = EXT_NAMES.get(code, "unknown")
-            raise DecodeError(f"malformed ext {code} ({name}) payload: {exc!r}") from exc
+            raise DecodeError(f"malformed ext {code} ({name}) payload: {_show(exc)}") from exc
 
     def _slow(self, code: int, env: Any) -> Any:
         """First sight of a type, or input the fast path did not accept."""
@@ -557,7 +572,7 @@ class Decoder:
             raise
         except Exception as exc:  # the class's own code may raise anything (#18.10)
             if info.kind is _Kind.ENUM and isinstance(exc, ValueError | TypeError):
-                problem = f"stored value {value!r} is not a member of {info.dotted}"
+                problem = f"stored value {_show(value)} is not a member of {info.dotted}"
             else:
                 problem = f"{info.dotted}({_describe(value)}) failed: {_failed(exc)}"
             return self._mismatch(key, value, [problem], exc)
@@ -617,7 +632,8 @@ class Decoder:
             except RecursionError:
                 raise
             except Exception as exc:  # the class's own validators, on data they no longer expect
-                return self._mismatch(key, fields, [f"validating {dotted} failed: {exc!r}"], exc)
+                problem = f"validating {dotted} failed: {_show(exc)}"
+                return self._mismatch(key, fields, [problem], exc)
         if info.as_tuple:
             fields = {
                 k: (tuple(v) if k in info.as_tuple and isinstance(v, list) else v)
@@ -690,7 +706,8 @@ class Decoder:
             except ImportError:
                 return None
             except Exception as exc:
-                raise DecodeError(f"importing {module} failed: {exc!r}", type_name=dotted) from exc
+                why = f"importing {module} failed: {_show(exc)}"
+                raise DecodeError(why, type_name=dotted) from exc
         else:
             mod = sys.modules.get(module)
             if mod is None:
@@ -720,7 +737,8 @@ class Decoder:
         try:
             info = _class_info(cls, dotted)
         except Exception as exc:  # a class whose fields or hints cannot be read
-            raise DecodeError(f"cannot read class {dotted}: {exc!r}", type_name=dotted) from exc
+            why = f"cannot read class {dotted}: {_show(exc)}"
+            raise DecodeError(why, type_name=dotted) from exc
         if not allowed:
             if info.kind is _Kind.OTHER:
                 raise _refuse(
@@ -748,7 +766,7 @@ class Decoder:
                 return upgrade(fields)
             except Exception as exc:
                 raise DecodeError(
-                    f"upgrade function for {dotted} failed: {exc!r}", type_name=dotted
+                    f"upgrade function for {dotted} failed: {_show(exc)}", type_name=dotted
                 ) from exc
         detail = "; ".join(problems)
         if self.on_mismatch == "raw":
@@ -843,7 +861,8 @@ def _lookup(module: Any, module_name: str, name: str, *, by_attribute: bool) -> 
         except AttributeError:
             return None
         except Exception as exc:  # a module __getattr__ that failed
-            raise DecodeError(f"looking up {dotted} failed: {exc!r}", type_name=dotted) from exc
+            why = f"looking up {dotted} failed: {_show(exc)}"
+            raise DecodeError(why, type_name=dotted) from exc
     else:
         obj = vars(module).get(first)
     walked = module_name
@@ -906,7 +925,8 @@ def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:
             f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
         )
     # e.g. ZoneInfoNotFoundError, re.error
-    return DecodeError(f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}")
+    dotted = f"{module}.{name}"
+    return DecodeError(f"cannot rebuild {dotted}: {_show(exc)}", type_name=dotted)
 
 
 class _RawExt:

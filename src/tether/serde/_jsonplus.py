@@ -21,7 +21,7 @@ from typing import Any
 
 from tether.errors import DecodeError
 from tether.serde import _allowlist
-from tether.serde._decode import Decoder
+from tether.serde._decode import Decoder, _show
 
 # the one method the old format named that is not just the constructor
 _DATETIME_METHOD = ("datetime", "datetime", "fromisoformat")
@@ -60,7 +60,7 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid legacy json payload: {exc}") from exc
     except Exception as exc:  # a class's own code, whatever it raised (#18.10)
-        raise DecodeError(f"cannot read legacy json payload: {exc!r}") from exc
+        raise DecodeError(f"cannot read legacy json payload: {_show(exc)}") from exc
     raise DecodeError(
         failed.reason, path=_nth_constructor_path(text, rebuilt), type_name=failed.type_name
     ) from (failed.__cause__ or failed)
@@ -117,7 +117,8 @@ def _revive(decoder: Decoder, obj: dict[str, Any]) -> Any:
             else None
         )
         raise DecodeError(
-            f"cannot rebuild legacy json object {name or ident!r}: {exc!r}", type_name=name
+            f"cannot rebuild legacy json object {name or _show(ident)}: {_show(exc)}",
+            type_name=name,
         ) from exc
 
 
@@ -170,7 +171,7 @@ def _safe(build: Any, arg: Any, key: tuple[str, str]) -> Any:
         return build(arg)
     except Exception as exc:
         raise DecodeError(
-            f"malformed legacy json {key[0]}.{key[1]}: {exc!r}", type_name=".".join(key)
+            f"malformed legacy json {key[0]}.{key[1]}: {_show(exc)}", type_name=".".join(key)
         ) from exc
 
 
