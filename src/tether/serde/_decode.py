@@ -375,7 +375,7 @@ class Decoder:
         # singletons and a state repeats a few of them many times, so the same
         # bytes skip the envelope entirely; only members found by value (after
         # the allowlist check) are kept, never an upgrade's or raw result.
-        self._memo: dict[bytes, Any] = {}
+        self._memo: dict[bytes | memoryview, Any] = {}
         # one decoder for the value and every ext payload in it: the hook
         # decodes a payload with it, so the recursion count runs across levels
         self._unpack = msgspec.msgpack.Decoder(ext_hook=self.hook).decode
@@ -423,8 +423,7 @@ class Decoder:
         """
         try:
             if code == EXT_CONSTRUCTOR_SINGLE_ARG and len(data) <= _MEMO_MAX_BYTES:
-                # as bytes: a view compared with a bytes key goes item by item
-                hit = self._memo.get(bytes(data))
+                hit = self._memo.get(data)
                 if hit is not None:
                     return hit
             known = self._fast.get(code)
@@ -476,7 +475,8 @@ class Decoder:
                 except (KeyError, TypeError):  # aliases, _missing_, or no longer a member
                     return self.from_value((env[0], env[1]), arg)
                 if len(data) <= _MEMO_MAX_BYTES and len(self._memo) < _MEMO_MAX_ITEMS:
-                    self._memo[bytes(data)] = member  # never a view of the caller's bytes
+                    # a view of its own copy: the lookups are views (of the caller's bytes)
+                    self._memo[memoryview(bytes(data))] = member
                 return member
             return self._slow(code, env)
         except (DecodeError, RecursionError):
