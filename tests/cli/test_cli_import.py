@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 import tether.langgraph as tlg
 from tether.backends.postgres import PostgresSaver
 from tether.backends.sqlite import SqliteSaver
-from tether.errors import ConfigError, DecodeError
+from tether.errors import ConfigError, DecodeError, EncodeError
 from tether.importer import ImportSummary, import_store, parse_store_url
 from tether.langgraph import langgraph_serializer
 
@@ -197,7 +197,10 @@ def test_a_type_outside_the_allowlist_names_itself_and_can_be_allowed(tmp_path: 
             import_store(str(source), saver)
         assert info.value.context["thread_id"] == "o"
         allow = [(Order.__module__, "Order")]
-        summary = import_store(str(source), saver, allowlist=allow)
+        # the target must allow it too: it refuses to store what it could not read back
+        with pytest.raises(EncodeError, match="Order"):
+            import_store(str(source), saver, allowlist=allow)
+        summary = import_store(str(source), saver.with_allowlist(allow), allowlist=allow)
         assert summary.checkpoints == len(expected)
     with SqliteSaver(tmp_path / "t.db", serde=langgraph_serializer(allow)) as saver:
         assert [t.checkpoint for t in saver.list(None)] == expected

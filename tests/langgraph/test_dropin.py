@@ -25,7 +25,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from pydantic import BaseModel
 
 import tether.langgraph as tl
-from tether.errors import ConfigError, DecodeError
+from tether.errors import ConfigError, DecodeError, EncodeError
 from tether.langgraph import (
     AsyncPostgresSaver,
     AsyncSqliteSaver,
@@ -134,13 +134,18 @@ ORDER = (Order.__module__, "Order")
 
 
 def test_own_types_need_an_allowlist(tmp_path: Path) -> None:
-    with SqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
-        graph = order_graph(saver)
-        graph.invoke({}, cfg("t"))
-        with pytest.raises(DecodeError, match=r"Order.*thread_id='t'.*channel='order'"):
-            graph.get_state(cfg("t"))
-    with SqliteSaver.from_conn_string(str(tmp_path / "a.db"), allowlist=[ORDER]) as saver:
+    # refused when written (issue #13.4), not stored to be found unreadable later
+    path = str(tmp_path / "a.db")
+    refused = r"test_dropin:Order at `\$`: not in the allowlist"
+    with SqliteSaver.from_conn_string(path) as saver, pytest.raises(EncodeError, match=refused):
+        order_graph(saver).invoke({}, cfg("t"))
+    with SqliteSaver.from_conn_string(path, allowlist=[ORDER]) as saver:
+        order_graph(saver).invoke({}, cfg("t"))
         assert order_graph(saver).get_state(cfg("t")).values == {"order": Order(sku="A-1", qty=2)}
+    # stored with the type allowed, read without: the DecodeError says where
+    unreadable = r"Order.*thread_id='t'.*channel='order'"
+    with SqliteSaver.from_conn_string(path) as saver, pytest.raises(DecodeError, match=unreadable):
+        order_graph(saver).get_state(cfg("t"))
 
 
 def test_with_allowlist_is_a_shallow_copy_sharing_storage() -> None:

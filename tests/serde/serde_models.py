@@ -119,6 +119,53 @@ class CustomInit(pydantic.BaseModel):
         self.inits += 1
 
 
+# classes whose own code raises something other than ValueError/TypeError on
+# stored data (issue #18.10): the serializer must say so as a DecodeError
+
+
+class UnprintableError(Exception):
+    """An exception whose str() and repr() fail as well."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+_RAISES: dict[str, type[Exception]] = {
+    "unprintable": UnprintableError,
+    "attribute": AttributeError,
+    "key": KeyError,
+    "runtime": RuntimeError,
+    "lookup": LookupError,
+    "zero": ZeroDivisionError,
+}
+
+
+class Fussy:
+    """A plain class (built by ``cls(**fields)``) whose constructor fails."""
+
+    def __init__(self, fail: str = "attribute", **fields: object) -> None:
+        raise _RAISES[fail](f"Fussy refuses {fail}")
+
+
+@dataclasses.dataclass
+class FussyRecord:
+    fail: str
+
+    def __post_init__(self) -> None:
+        raise _RAISES[self.fail](f"FussyRecord refuses {self.fail}")
+
+
+class FussyColor(enum.Enum):
+    RED = "red"
+
+    @classmethod
+    def _missing_(cls, value: object) -> FussyColor:
+        raise RuntimeError(f"no color {value!r}")
+
+
 # "next versions" of the classes above, swapped in under the same name by the
 # schema-evolution tests
 
@@ -197,5 +244,8 @@ ALL = [
         "Aliased",
         "WithComputed",
         "CustomInit",
+        "Fussy",
+        "FussyRecord",
+        "FussyColor",
     )
 ]

@@ -195,3 +195,33 @@ def test_random_legacy_json_is_a_decode_error() -> None:
         blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
         with contextlib.suppress(DecodeError):
             SERDE.loads_typed(("json", blob))
+
+
+def test_legacy_json_is_utf8_and_imports_no_codec() -> None:
+    """Found by the fuzz target: json.loads guesses UTF-16/32 from a payload's first
+    bytes and imports that codec's module, a module chosen by stored data."""
+    import subprocess
+    import sys
+
+    payloads = [
+        '{"a": 1}'.encode(codec) for codec in ("utf-16", "utf-16-be", "utf-32", "utf-32-le")
+    ]
+    script = f"""
+import sys
+from tether.errors import DecodeError
+from tether.serde import MsgpackSerializer
+before = set(sys.modules)
+for payload in {payloads!r}:
+    try:
+        MsgpackSerializer().loads_typed(("json", payload))
+    except DecodeError as exc:
+        assert "legacy json" in str(exc), exc
+    else:
+        raise AssertionError("read a UTF-16/32 payload")
+assert set(sys.modules) == before, sorted(set(sys.modules) - before)
+print("ok")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.stdout.strip() == "ok", proc.stdout + proc.stderr

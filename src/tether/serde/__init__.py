@@ -5,6 +5,7 @@ default (decoding constructs only safe built-in types and an explicit
 allowlist), with clear errors instead of silent data loss on schema change.
 """
 
+from tether.serde._allowlist import parse_allowlist
 from tether.serde.base import (
     AllowlistSerializer,
     SerializerCompat,
@@ -22,4 +23,5 @@ __all__ = [
     "SerializerProtocol",
     "UntypedSerializerProtocol",
     "as_typed",
+    "parse_allowlist",
 ]

@@ -11,19 +11,27 @@ anything is imported:
   entry (the same list as LangGraph's ``SAFE_MSGPACK_TYPES``);
 * :data:`DENIED_MODULES`: never constructed, not even in permissive mode or
   when a user allowlists them.
+
+A serializer's own entries are a :class:`Policy`: ``(module, name)`` pairs and
+``(module, "*")`` wildcards (every class whose ``__module__`` is exactly that
+module). The decoder asks it before importing anything, and the encoder asks
+it, per class, before writing a value the decoder would refuse.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import decimal
+import functools
 import ipaddress
+import os
 import pathlib
 import re
 import uuid
 import zoneinfo
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from tether.serde._ext import (
@@ -35,12 +43,18 @@ from tether.serde._ext import (
 
 __all__ = [
     "DENIED_MODULES",
+    "ENV_VAR",
     "FORWARDING_INIT",
     "FRAMEWORK_TYPES",
     "SAFE_BUILDERS",
     "SAFE_JSON_BUILDERS",
+    "WILDCARD",
+    "Policy",
+    "from_env",
+    "how_to_allow",
     "is_denied",
     "normalize",
+    "parse_allowlist",
 ]
 
 
@@ -312,6 +326,8 @@ DENIED_MODULES: frozenset[str] = frozenset(
         "types",
         "inspect",
         "gc",
+        # a settings model reads the environment and files when it is built
+        "pydantic_settings",
     }
 )
 
@@ -322,26 +338,177 @@ def is_denied(module: str) -> bool:
     return module in DENIED_MODULES or root in DENIED_MODULES
 
 
+WILDCARD = "*"
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _entry(module: str, name: str, given: object) -> tuple[str, str]:
+    from tether.errors import ConfigError
+
+    if not _IDENT.fullmatch(module):
+        raise ConfigError(f"allowlist entry {given!r}: {module!r} is not a module name")
+    if name != WILDCARD and not _IDENT.fullmatch(name):
+        raise ConfigError(
+            f"allowlist entry {given!r}: {name!r} is not a class name (Name, Outer.Inner) or '*'"
+        )
+    if name == WILDCARD and is_denied(module):
+        raise ConfigError(
+            f"allowlist entry {given!r}: module {module!r} is never allowed (it can run code "
+            "or touch the system), so it cannot be allowed whole"
+        )
+    return module, name
+
+
 def normalize(entries: Iterable[tuple[str, ...] | type]) -> frozenset[tuple[str, str]]:
-    """Allowlist entries as ``(module, name)`` pairs; classes are accepted too."""
+    """Allowlist entries as ``(module, name)`` pairs; classes are accepted too.
+
+    ``(module, "*")`` allows every class whose ``__module__`` is exactly
+    ``module`` (not its submodules); a module that is never allowed cannot be
+    given that way.
+    """
+    from tether.errors import ConfigError
+
     out: set[tuple[str, str]] = set()
     for entry in entries:
         if isinstance(entry, type):
             out.add((entry.__module__, entry.__qualname__))
             continue
         if not isinstance(entry, tuple | list) or len(entry) < 2:
-            from tether.errors import ConfigError
-
             raise ConfigError(
                 f"allowlist entries are (module, name) pairs or classes, got {entry!r}"
             )
         if not all(isinstance(p, str) for p in entry):
-            from tether.errors import ConfigError
-
             raise ConfigError(f"allowlist entry {entry!r} must hold strings")
-        # LangGraph's allowlists may spell a type as (*module_parts, name)
-        out.add((".".join(entry[:-1]), entry[-1]))
+        # LangGraph's allowlists may spell a type as (*module_parts, name).
+        # Names are not checked further: LangGraph hands over its schemas'
+        # types, local classes included (which the encoder refuses to store).
+        module, name = ".".join(entry[:-1]), entry[-1]
+        if name == WILDCARD:
+            _entry(module, name, entry)
+        out.add((module, name))
     return frozenset(out)
+
+
+def parse_allowlist(text: str, *, source: str = "allowlist") -> frozenset[tuple[str, str]]:
+    """``"myapp.models:Order, myapp.models:*"`` as ``(module, name)`` pairs.
+
+    The form of ``TETHER_ALLOWLIST`` and of the CLI's ``--allow``: entries
+    separated by commas (spaces around them are ignored), each ``module:Name``,
+    ``module:Outer.Inner`` or ``module:*``.
+
+    Raises:
+        ConfigError: an entry that is not of that form, named with ``source``.
+    """
+    from tether.errors import ConfigError
+
+    out: set[tuple[str, str]] = set()
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        module, sep, name = item.partition(":")
+        if not sep:
+            raise ConfigError(
+                f"{source}: {item!r} is not module:Name (for example myapp.models:Order, "
+                "or myapp.models:* for every class defined in that module)"
+            )
+        try:
+            out.add(_entry(module.strip(), name.strip(), item))
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+    return frozenset(out)
+
+
+#: the environment variable every default serializer reads its extra entries from
+ENV_VAR = "TETHER_ALLOWLIST"
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> frozenset[tuple[str, str]]:
+    """The entries of ``TETHER_ALLOWLIST`` (none when it is unset or empty).
+
+    Raises:
+        ConfigError: a malformed entry, naming the variable and the entry.
+    """
+    text = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    return _parse_env(text) if text.strip() else frozenset()
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_env(text: str) -> frozenset[tuple[str, str]]:
+    # with_allowlist makes a serializer per compiled graph: parse the text once
+    return parse_allowlist(text, source=ENV_VAR)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Policy:
+    """What one serializer constructs beyond the safe built-in types, by name.
+
+    Attributes:
+        names: explicit ``(module, name)`` entries.
+        modules: modules given as ``(module, "*")``.
+        upgrades: names with a registered upgrade function (allowed too).
+        permissive: also construct data classes (pydantic models,
+            dataclasses, named tuples, Enums) of modules already imported.
+    """
+
+    names: frozenset[tuple[str, str]]
+    modules: frozenset[str]
+    upgrades: frozenset[tuple[str, str]]
+    permissive: bool
+
+    @classmethod
+    def of(
+        cls,
+        allowlist: frozenset[tuple[str, str]],
+        upgrades: Iterable[tuple[str, str]],
+        permissive: bool,
+    ) -> Policy:
+        return cls(
+            names=frozenset(k for k in allowlist if k[1] != WILDCARD),
+            modules=frozenset(k[0] for k in allowlist if k[1] == WILDCARD),
+            upgrades=frozenset(upgrades),
+            permissive=permissive,
+        )
+
+    def allows(self, module: str, name: str) -> bool:
+        """Allowed by name (before anything is imported): entries, framework types, upgrades.
+
+        A module wildcard admits the name here; the class found must then be
+        defined in that very module (:meth:`wildcard_only`).
+        """
+        key = (module, name)
+        return (
+            key in self.names
+            or key in FRAMEWORK_TYPES
+            or key in self.upgrades
+            or module in self.modules
+        )
+
+    def wildcard_only(self, module: str, name: str) -> bool:
+        """Whether only a ``module:*`` entry allows ``(module, name)``."""
+        key = (module, name)
+        return (
+            module in self.modules
+            and key not in self.names
+            and key not in FRAMEWORK_TYPES
+            and key not in self.upgrades
+        )
+
+
+def how_to_allow(keys: Iterable[tuple[str, str]]) -> str:
+    """The ways to allow ``keys``, each written out so that it works as typed."""
+    keys = sorted(set(keys))
+    pairs = ", ".join(f"({m!r}, {n!r})" for m, n in keys)
+    env = ",".join(f"{m}:{n}" for m, n in keys)
+    return (
+        f"allow {'it' if len(keys) == 1 else 'them'} with "
+        f"serde=MsgpackSerializer(allowlist=[{pairs}]) on a tether saver, "
+        f"allowlist=[{pairs}] on a tether.langgraph saver (e.g. "
+        f"SqliteSaver.from_conn_string(path, allowlist=[{pairs}])), "
+        f"saver = saver.with_allowlist([{pairs}]) (it returns a new saver; use that one), "
+        f"or TETHER_ALLOWLIST={env}"
+    )
 
 
 def contains(allowed: Collection[tuple[str, str]], key: tuple[str, str]) -> bool:

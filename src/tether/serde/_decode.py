@@ -21,7 +21,8 @@ import enum
 import functools
 import importlib
 import logging
-import math
+import re
+import sys
 import threading
 import types
 import typing
@@ -29,7 +30,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-import ormsgpack
+import msgspec
 
 from tether.errors import DecodeError
 from tether.serde import _allowlist
@@ -40,8 +41,8 @@ from tether.serde._ext import (
     EXT_METHOD_SINGLE_ARG,
     EXT_NAMES,
     EXT_NUMPY_ARRAY,
-    UNPACK_OPTS,
 )
+from tether.serde._numpy import EXT_HEADS, SMALL_ARRAY, read_array, read_whole
 
 logger = logging.getLogger("tether.serde")
 
@@ -61,10 +62,6 @@ _MAX_WARNED = 1000
 _MEMO_MAX_BYTES = 256
 _MEMO_MAX_ITEMS = 4096
 
-# ormsgpack replaces an ext_hook's exception with a bare ValueError; the real,
-# innermost DecodeError waits here for the top-level call (per thread).
-_failure = threading.local()
-
 # allowed lengths of the [module, name, arg, ...] envelope, by ext code (0-5)
 _ENVELOPE_LEN = (
     (3,),  # EXT_CONSTRUCTOR_SINGLE_ARG
@@ -74,7 +71,40 @@ _ENVELOPE_LEN = (
     (3,),  # EXT_PYDANTIC_V1
     (3, 4),  # EXT_PYDANTIC_V2
 )
-_unpackb = ormsgpack.unpackb
+
+# Decoding is msgspec's, not ormsgpack's (which writes): ormsgpack's unpackb
+# returns the first value and ignores bytes after it (a flipped length byte
+# turned a 3-message list into 1 message, #18.3), and counts depth per call,
+# so the ext hook's nested calls each started from zero and ~20 ext levels of
+# 1,000 arrays overflowed the C stack (#18.1). msgspec refuses trailing bytes,
+# counts every level on the interpreter's recursion counter (shared with the
+# hook's own frames, so the count runs across ext levels and ends in a
+# RecursionError), and hands the hook a view of the payload instead of a copy
+# (a value nested k ext levels deep is not copied k times).
+_plain_unpack = msgspec.msgpack.Decoder().decode
+
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def _msgpack_problem(exc: Exception, size: int) -> str:
+    """msgspec's complaint about ``size`` bytes, in words that say what happened."""
+    text = str(exc)
+    found = _TRAILING.search(text)
+    if found is None:
+        return text
+    end = int(found.group(1))
+    extra = size - end
+    return (
+        f"{extra} byte{'s' if extra != 1 else ''} after the end of the value (the value "
+        f"ends at byte {end} of {size}): the bytes are damaged or are not one MessagePack value"
+    )
+
+
+_TOO_DEEP = (
+    "the value is nested too deeply to read: its arrays, maps and typed values inside "
+    "each other exceed Python's recursion limit (sys.getrecursionlimit(), counting the "
+    "caller's own frames)"
+)
 
 
 # How Decoder.hook builds a type it has seen, from its (how, target, extra)
@@ -294,8 +324,26 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+def _failed(exc: BaseException) -> str:
+    """How a constructor failed: the message alone for the usual ValueError/TypeError."""
+    if isinstance(exc, ValueError | TypeError):
+        try:
+            return str(exc)
+        except Exception:  # noqa: S110 - _show says so
+            pass
+    return _show(exc)
+
+
+def _show(obj: object) -> str:
+    """``repr(obj)`` for an error message; a class's own ``__repr__`` may raise too."""
+    try:
+        return repr(obj)
+    except Exception:
+        return f"<{type(obj).__qualname__} whose repr() failed>"
+
+
 class Decoder:
-    """One serializer's decoding rules; :meth:`hook` is the ormsgpack ``ext_hook``."""
+    """One serializer's decoding rules; :meth:`hook` is the decoder's ``ext_hook``."""
 
     def __init__(
         self,
@@ -306,6 +354,7 @@ class Decoder:
         upgrades: Mapping[tuple[str, str], Upgrade],
     ) -> None:
         self.allowlist = allowlist
+        self.policy = _allowlist.Policy.of(allowlist, upgrades, permissive)
         self.permissive = permissive
         self.on_mismatch = on_mismatch
         self.upgrades = dict(upgrades)
@@ -326,38 +375,45 @@ class Decoder:
         # singletons and a state repeats a few of them many times, so the same
         # bytes skip the envelope entirely; only members found by value (after
         # the allowlist check) are kept, never an upgrade's or raw result.
-        self._memo: dict[bytes, Any] = {}
-        self._hook = self.hook  # one bound method for every nested unpackb
+        self._memo: dict[bytes | memoryview, Any] = {}
+        # one decoder for the value and every ext payload in it: the hook
+        # decodes a payload with it, so the recursion count runs across levels
+        self._unpack = msgspec.msgpack.Decoder(ext_hook=self.hook).decode
         self._lock = threading.Lock()
 
     # --- entry points -------------------------------------------------------
 
     def unpack(self, raw: bytes) -> Any:
-        """Decode MessagePack bytes; every failure is a DecodeError with a path."""
-        if len(raw) > _SMALL_ARRAY and raw[:1] in _EXT_HEADS:
-            array = _whole_numpy(raw)
+        """Decode MessagePack bytes; every failure is a DecodeError with a path.
+
+        The bytes must hold exactly one value, and so must every ext payload
+        inside it; nesting deeper than the recursion limit is refused.
+        """
+        if type(raw) is not bytes:
+            raw = bytes(raw)  # ext payloads are views of it: read-only, hashable
+        if len(raw) > SMALL_ARRAY and raw[:1] in EXT_HEADS:
+            array = read_whole(raw)
             if array is not None:
                 return array
-        # _failure is cleared on every way out of a failed call, so that a
-        # successful one (the common case) does not pay for resetting it
         try:
-            return _unpackb(raw, ext_hook=self._hook, option=UNPACK_OPTS)
-        except (ValueError, TypeError, RecursionError, ormsgpack.MsgpackDecodeError) as exc:
-            inner = getattr(_failure, "exc", None)
-            _failure.exc = None
-            if not isinstance(inner, DecodeError):
-                raise DecodeError(f"invalid msgpack data: {exc}") from exc
-        except BaseException:
-            _failure.exc = None
-            raise
-        path = self._locate(raw)
-        _failure.exc = None
-        raise DecodeError(inner.reason, path=path, type_name=inner.type_name) from (
+            return self._unpack(raw)
+        except DecodeError as exc:
+            inner = exc
+        except RecursionError:
+            raise DecodeError(_TOO_DEEP) from None
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            # TypeError: a map key that is not hashable (a typed value as a key)
+            raise DecodeError(f"invalid msgpack data: {_msgpack_problem(exc, len(raw))}") from exc
+        except Exception as exc:  # anything else a class's own code raised on the way
+            raise DecodeError(f"cannot read the value: {_show(exc)}") from exc
+        if inner.reason == _TOO_DEEP:
+            raise inner
+        raise DecodeError(inner.reason, path=self._locate(raw), type_name=inner.type_name) from (
             inner.__cause__ or inner
         )
 
-    def hook(self, code: int, data: bytes) -> Any:
-        """ormsgpack's ``ext_hook``: one ext value, through the checks in the module docs.
+    def hook(self, code: int, data: bytes | memoryview) -> Any:
+        """The ``ext_hook``: one ext value, through the checks in the module docs.
 
         A type seen before (or a safe built-in one) is built right here from its
         ``_fast`` entry: a state holds thousands of ext values, so the hot path
@@ -375,10 +431,10 @@ class Decoder:
                 if code == EXT_DELTA_SNAPSHOT:
                     # the class first: without langgraph nothing is decoded
                     snapshot = _delta_snapshot_class()
-                    return snapshot(_unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS))
+                    return snapshot(self._unpack(data))
                 return _other_ext(code, data)
             table, lengths = known
-            env = _unpackb(data, ext_hook=self._hook, option=UNPACK_OPTS)
+            env = self._unpack(data)
             if type(env) is not list or len(env) not in lengths:
                 return self._slow(code, env)
             try:
@@ -419,20 +475,19 @@ class Decoder:
                 except (KeyError, TypeError):  # aliases, _missing_, or no longer a member
                     return self.from_value((env[0], env[1]), arg)
                 if len(data) <= _MEMO_MAX_BYTES and len(self._memo) < _MEMO_MAX_ITEMS:
-                    self._memo[data] = member
+                    # a view of its own copy: the lookups are views (of the caller's bytes)
+                    self._memo[memoryview(bytes(data))] = member
                 return member
             return self._slow(code, env)
-        except DecodeError as exc:
-            if getattr(_failure, "exc", None) is None:
-                _failure.exc = exc
+        except (DecodeError, RecursionError):
             raise
+        except msgspec.DecodeError as exc:
+            name = EXT_NAMES.get(code, "unknown")
+            problem = _msgpack_problem(exc, len(data))
+            raise DecodeError(f"malformed ext {code} ({name}) payload: {problem}") from exc
         except Exception as exc:
-            if getattr(_failure, "exc", None) is None:
-                name = EXT_NAMES.get(code, "unknown")
-                err = DecodeError(f"malformed ext {code} ({name}) payload: {exc!r}")
-                err.__cause__ = exc
-                _failure.exc = err
-            raise
+            name = EXT_NAMES.get(code, "unknown")
+            raise DecodeError(f"malformed ext {code} ({name}) payload: {_show(exc)}") from exc
 
     def _slow(self, code: int, env: Any) -> Any:
         """First sight of a type, or input the fast path did not accept."""
@@ -495,7 +550,9 @@ class Decoder:
                             return slow(fields)
                     try:
                         return cls(**fields)
-                    except (ValueError, TypeError):
+                    except RecursionError:
+                        raise
+                    except Exception:  # noqa: S110 - the slow path names the failure
                         pass
                 return slow(fields)
 
@@ -511,11 +568,13 @@ class Decoder:
             return self._mismatch(key, value, ["the class no longer exists"])
         try:
             return info.cls(value)
-        except (ValueError, TypeError) as exc:
-            if info.kind is _Kind.ENUM:
-                problem = f"stored value {value!r} is not a member of {info.dotted}"
+        except RecursionError:
+            raise
+        except Exception as exc:  # the class's own code may raise anything (#18.10)
+            if info.kind is _Kind.ENUM and isinstance(exc, ValueError | TypeError):
+                problem = f"stored value {_show(value)} is not a member of {info.dotted}"
             else:
-                problem = f"{info.dotted}({_describe(value)}) failed: {exc}"
+                problem = f"{info.dotted}({_describe(value)}) failed: {_failed(exc)}"
             return self._mismatch(key, value, [problem], exc)
 
     def from_args(self, key: tuple[str, str], args: Any) -> Any:
@@ -535,8 +594,11 @@ class Decoder:
             if key == ("langgraph.types", "Send") and len(args) == 3:
                 return info.cls(args[0], args[1], timeout=args[2])
             return info.cls(*args)
-        except (ValueError, TypeError) as exc:
-            return self._mismatch(key, list(args), [f"{info.dotted}(*args) failed: {exc}"], exc)
+        except RecursionError:
+            raise
+        except Exception as exc:
+            problem = f"{info.dotted}(*args) failed: {_failed(exc)}"
+            return self._mismatch(key, list(args), [problem], exc)
 
     def from_fields(self, key: tuple[str, str], fields: Any) -> Any:
         """Pydantic validation, dataclass / named tuple / plain ``cls(**fields)``."""
@@ -553,8 +615,11 @@ class Decoder:
         if info.kind is _Kind.OTHER or info.kind is _Kind.ENUM:
             try:
                 return info.cls(**fields)
-            except (ValueError, TypeError) as exc:
-                return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {exc}"], exc)
+            except RecursionError:
+                raise
+            except Exception as exc:
+                problem = f"{dotted}(**fields) failed: {_failed(exc)}"
+                return self._mismatch(key, fields, [problem], exc)
         problems = self._fit(info, fields)
         if problems:
             return self._mismatch(key, fields, problems)
@@ -564,8 +629,11 @@ class Decoder:
                 return info.validate(data)
             except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
                 return self._mismatch(key, fields, [_validation_summary(exc)], exc)
+            except RecursionError:
+                raise
             except Exception as exc:  # the class's own validators, on data they no longer expect
-                return self._mismatch(key, fields, [f"validating {dotted} failed: {exc!r}"], exc)
+                problem = f"validating {dotted} failed: {_show(exc)}"
+                return self._mismatch(key, fields, [problem], exc)
         if info.as_tuple:
             fields = {
                 k: (tuple(v) if k in info.as_tuple and isinstance(v, list) else v)
@@ -579,8 +647,10 @@ class Decoder:
                     object.__setattr__(obj, k, fields[k])  # frozen dataclasses too
                 return obj
             return info.cls(**fields)
-        except (ValueError, TypeError) as exc:
-            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {exc}"], exc)
+        except RecursionError:
+            raise
+        except Exception as exc:
+            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {_failed(exc)}"], exc)
 
     @staticmethod
     def _fit(info: _ClassInfo, fields: dict[str, Any]) -> list[str]:
@@ -611,43 +681,73 @@ class Decoder:
     # --- the gate ----------------------------------------------------------------
 
     def _resolve(self, key: tuple[str, str]) -> _ClassInfo | None:
-        """The class for ``key`` after the allowlist check; None when it is gone."""
+        """The class for ``key`` after the checks in the module docs; None when it is gone.
+
+        Names are checked as strings first, so a refused name imports nothing.
+        Then the module is imported only when the name is allowed (permissive
+        mode takes modules already imported, never imports one), and the name
+        is looked up without traversal: a module attribute, then classes
+        nested in it, each read from the class's own ``__dict__``. Whatever is
+        found must be a class, of a module that is not denied.
+        """
         info = self._classes.get(key)
         if info is not None:
             return info
         module, name = key
         dotted = f"{module}.{name}"
         if _allowlist.is_denied(module):
-            raise DecodeError(
-                f"refusing to construct {dotted}: module {module!r} is never allowed "
-                "(it can run code or touch the system)",
-                type_name=dotted,
-            )
-        allowed = key in self.allowlist or key in _allowlist.FRAMEWORK_TYPES or key in self.upgrades
+            raise _refuse(dotted, f"module {module!r} is never allowed ({_DENIED_WHY})")
+        allowed = self.policy.allows(module, name)
         if not allowed and not self.permissive:
-            raise DecodeError(
-                f"refusing to construct {dotted}: it is not in the allowlist; allow it with "
-                f"MsgpackSerializer(allowlist=[({module!r}, {name!r})]) or "
-                f"saver.with_allowlist([({module!r}, {name!r})])",
-                type_name=dotted,
+            raise _refuse(dotted, f"it is not in the allowlist; {_allowlist.how_to_allow([key])}")
+        if allowed:
+            try:
+                mod: Any = importlib.import_module(module)
+            except ImportError:
+                return None
+            except Exception as exc:
+                why = f"importing {module} failed: {_show(exc)}"
+                raise DecodeError(why, type_name=dotted) from exc
+        else:
+            mod = sys.modules.get(module)
+            if mod is None:
+                raise _refuse(
+                    dotted,
+                    f"permissive mode never imports a module named by stored data, and "
+                    f"{module!r} is not imported; import it first or "
+                    f"{_allowlist.how_to_allow([key])}",
+                )
+        cls = _lookup(mod, module, name, by_attribute=allowed)
+        if cls is None:
+            return None
+        if _allowlist.is_denied(cls.__module__):
+            raise _refuse(
+                dotted,
+                f"it is {cls.__module__}.{cls.__qualname__}, and module {cls.__module__!r} "
+                f"is never allowed ({_DENIED_WHY})",
+            )
+        exact = cls.__module__ == module and cls.__qualname__ == name
+        if not exact and (not allowed or self.policy.wildcard_only(module, name)):
+            # permissive mode and module:* entries take a class only where it is defined
+            raise _refuse(
+                dotted,
+                f"that name leads to {cls.__module__}.{cls.__qualname__}, which is defined "
+                "elsewhere; only an explicit allowlist entry reaches a class through another name",
             )
         try:
-            obj: Any = importlib.import_module(module)
-            for part in name.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError):
-            return None
-        except Exception as exc:
-            raise DecodeError(f"importing {module} failed: {exc!r}", type_name=dotted) from exc
-        if not isinstance(obj, type):
-            raise DecodeError(
-                f"refusing to call {dotted}: it is a {type(obj).__name__}, not a class; "
-                "tether only constructs classes",
-                type_name=dotted,
-            )
+            info = _class_info(cls, dotted)
+        except Exception as exc:  # a class whose fields or hints cannot be read
+            why = f"cannot read class {dotted}: {_show(exc)}"
+            raise DecodeError(why, type_name=dotted) from exc
         if not allowed:
+            if info.kind is _Kind.OTHER:
+                raise _refuse(
+                    dotted,
+                    "permissive mode constructs only data classes (pydantic models, "
+                    "dataclasses, named tuples, Enums), never other constructors; "
+                    + _allowlist.how_to_allow([key]),
+                )
             _warn_permissive(key)
-        info = _class_info(obj, dotted)
         with self._lock:
             self._classes[key] = info
         return info
@@ -666,7 +766,7 @@ class Decoder:
                 return upgrade(fields)
             except Exception as exc:
                 raise DecodeError(
-                    f"upgrade function for {dotted} failed: {exc!r}", type_name=dotted
+                    f"upgrade function for {dotted} failed: {_show(exc)}", type_name=dotted
                 ) from exc
         detail = "; ".join(problems)
         if self.on_mismatch == "raw":
@@ -689,7 +789,7 @@ class Decoder:
     def _locate(self, raw: bytes) -> str:
         """Second, slow pass after a failure: the path of the innermost bad ext."""
         try:
-            tree = ormsgpack.unpackb(raw, ext_hook=_RawExt, option=UNPACK_OPTS)
+            tree = _raw_unpack(raw)
         except Exception:
             return "$"
         return self._walk(tree, "$", 0) or "$"
@@ -699,7 +799,7 @@ class Decoder:
             return None
         if isinstance(value, _RawExt):
             try:
-                env = ormsgpack.unpackb(value.data, ext_hook=_RawExt, option=UNPACK_OPTS)
+                env = _raw_unpack(value.data)
             except Exception:
                 return path
             if value.code == EXT_DELTA_SNAPSHOT:  # no envelope: env is the value itself
@@ -718,7 +818,6 @@ class Decoder:
                 found = self._walk(env[2], path, depth + 1)
                 if found is not None:
                     return found
-            _failure.exc = None
             try:
                 self.hook(value.code, value.data)
             except Exception:
@@ -737,10 +836,61 @@ class Decoder:
         return None
 
 
-def _other_ext(code: int, data: bytes) -> Any:
+_DENIED_WHY = "it can run code or touch the system"
+
+
+def _refuse(dotted: str, why: str) -> DecodeError:
+    return DecodeError(f"refusing to construct {dotted}: {why}", type_name=dotted)
+
+
+def _lookup(module: Any, module_name: str, name: str, *, by_attribute: bool) -> type | None:
+    """``name`` in ``module`` without traversal: None when it is not there.
+
+    The first part is an attribute of the module (``getattr`` for an allowed
+    name, so that lazily loaded module attributes resolve; the module's own
+    ``__dict__`` in permissive mode). Every further part is looked up in the
+    ``__dict__`` of the class before it, so a dotted name only ever reaches
+    classes nested in classes, never another module (``venv.subprocess``), a
+    function or a descriptor.
+    """
+    dotted = f"{module_name}.{name}"
+    first, *rest = name.split(".")
+    if by_attribute:
+        try:
+            obj: Any = getattr(module, first)
+        except AttributeError:
+            return None
+        except Exception as exc:  # a module __getattr__ that failed
+            why = f"looking up {dotted} failed: {_show(exc)}"
+            raise DecodeError(why, type_name=dotted) from exc
+    else:
+        obj = vars(module).get(first)
+    walked = module_name
+    for part in rest:
+        if obj is None:
+            return None
+        if not isinstance(obj, type):
+            raise _refuse(
+                dotted,
+                f"{walked}.{first} is a {type(obj).__name__}, not a class; a dotted name may "
+                "only name a class nested in a class",
+            )
+        walked, first = f"{walked}.{first}", part
+        obj = vars(obj).get(part)
+    if obj is None:
+        return None
+    if not isinstance(obj, type):
+        raise _refuse(
+            dotted,
+            f"it is a {type(obj).__name__}, not a class; tether only constructs classes",
+        )
+    return obj
+
+
+def _other_ext(code: int, data: bytes | memoryview) -> Any:
     """Ext codes without a ``[module, name, ...]`` envelope (but ext 7, see Decoder.hook)."""
     if code == EXT_NUMPY_ARRAY:
-        return _numpy(data)
+        return read_array(data)
     raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-7")
 
 
@@ -775,7 +925,8 @@ def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:
             f"malformed {module}.{name} payload: {exc}", type_name=f"{module}.{name}"
         )
     # e.g. ZoneInfoNotFoundError, re.error
-    return DecodeError(f"cannot rebuild {module}.{name}: {exc!r}", type_name=f"{module}.{name}")
+    dotted = f"{module}.{name}"
+    return DecodeError(f"cannot rebuild {dotted}: {_show(exc)}", type_name=dotted)
 
 
 class _RawExt:
@@ -790,6 +941,14 @@ class _RawExt:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _RawExt) and (self.code, self.data) == (other.code, other.data)
+
+
+def _raw_ext(code: int, data: memoryview) -> _RawExt:
+    return _RawExt(code, bytes(data))
+
+
+# the error path's decoder: ext values left as they are, to be walked one by one
+_raw_unpack = msgspec.msgpack.Decoder(ext_hook=_raw_ext).decode
 
 
 def _key_path(key: Any) -> str:
@@ -812,128 +971,6 @@ def _validation_summary(exc: BaseException) -> str:
         except Exception:  # noqa: S110 - fall back to the plain message
             pass
     return f"validation failed: {exc}"
-
-
-_BIN_LEN_BYTES = {0xC4: 1, 0xC5: 2, 0xC6: 4}  # bin 8/16/32: bytes of the length field
-
-
-def _split_numpy(data: bytes | memoryview) -> tuple[Any, memoryview | bytes]:
-    """``[dtype, shape, order]`` and the buffer, without copying the buffer.
-
-    The buffer is the payload's last item, so its bytes are the tail of
-    ``data``: find the bin header that makes it so, check that the head decodes
-    as three items, and view the tail in place (unpacking would copy 1 MB
-    only for it to be copied again into the array).
-    """
-    total = len(data)
-    for pos in range(1, min(total, 512) if total and data[0] == 0x94 else 0):
-        size = _BIN_LEN_BYTES.get(data[pos])
-        if size is None:
-            continue
-        start = pos + 1 + size
-        if start + int.from_bytes(data[pos + 1 : start], "big") != total:
-            continue
-        try:
-            head = ormsgpack.unpackb(b"\x93" + data[1:pos], option=UNPACK_OPTS)
-        except ormsgpack.MsgpackDecodeError:
-            continue
-        return head, memoryview(data)[start:]
-    meta = ormsgpack.unpackb(data, option=UNPACK_OPTS)
-    if not isinstance(meta, list) or len(meta) != 4:
-        raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-    return meta[:3], meta[3]
-
-
-# first byte of an ext value -> (bytes of its length field, or the fixed size)
-_EXT_HEADS = {
-    b"\xd4": (0, 1),
-    b"\xd5": (0, 2),
-    b"\xd6": (0, 4),
-    b"\xd7": (0, 8),
-    b"\xd8": (0, 16),
-    b"\xc7": (1, 0),
-    b"\xc8": (2, 0),
-    b"\xc9": (4, 0),
-}
-
-
-def _whole_numpy(raw: bytes) -> Any:
-    """A message that is one NumPy array (ext 6), read in place; None for anything else.
-
-    Through ormsgpack the array's bytes would be copied into a new bytes
-    object for the ext hook, then again into the array; here they are copied
-    once, from the caller's bytes into the array. Anything unexpected returns
-    None, and the general path reads (or reports) it.
-    """
-    width, fixed = _EXT_HEADS[raw[:1]]
-    start = 2 + width
-    if len(raw) < start or raw[start - 1] != EXT_NUMPY_ARRAY:
-        return None
-    size = int.from_bytes(raw[1 : 1 + width], "big") if width else fixed
-    if start + size != len(raw):
-        return None
-    try:
-        return _numpy(memoryview(raw)[start:])
-    except Exception:
-        return None
-
-
-def _numpy(data: bytes | memoryview) -> Any:
-    np = _numpy_mod[0] if _numpy_mod else _numpy_module()
-    if len(data) <= _SMALL_ARRAY:
-        meta = _unpackb(data, option=UNPACK_OPTS)
-        if type(meta) is not list or len(meta) != 4:
-            raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-        dtype_str, shape, order, buf = meta
-    else:
-        head, buf = _split_numpy(data)
-        if type(head) is not list or len(head) != 3:
-            raise DecodeError("malformed ext 6 (numpy array) payload: expected 4 items")
-        dtype_str, shape, order = head
-    if (
-        type(dtype_str) is not str
-        or type(shape) is not list
-        or (order != "C" and order != "F")
-        or not isinstance(buf, bytes | memoryview)
-    ):
-        raise DecodeError("malformed ext 6 (numpy array) payload")
-    for n in shape:
-        if type(n) is not int or n < 0:
-            raise DecodeError(f"malformed ext 6 (numpy array) payload: shape {shape!r}")
-    dtype = _DTYPES.get(dtype_str)
-    if dtype is None:
-        dtype = np.dtype(dtype_str)
-        if dtype.hasobject:
-            raise DecodeError("refusing a NumPy array of dtype object (it would need pickle)")
-        if len(_DTYPES) < 256:
-            _DTYPES[dtype_str] = dtype
-    if math.prod(shape) * dtype.itemsize != len(buf):  # buf is bytes or a view of bytes
-        raise DecodeError(
-            f"malformed ext 6 (numpy array) payload: {len(buf)} bytes for shape {shape} of {dtype}"
-        )
-    # an array over the stored bytes is read-only; the copy gives back an array
-    # as writable as the one that was stored (and owning its data)
-    return np.ndarray(tuple(shape), dtype, buf, 0, None, order).copy(order="K")
-
-
-# Below this size an array's payload is unpacked whole: copying its buffer once
-# more costs less than finding the buffer in place (_split_numpy).
-_SMALL_ARRAY = 16384
-_DTYPES: dict[str, Any] = {}  # dtype string -> numpy.dtype, parsed once
-_numpy_mod: list[Any] = []
-
-
-def _numpy_module() -> Any:
-    if _numpy_mod:
-        return _numpy_mod[0]
-    try:
-        import numpy
-    except ImportError as exc:
-        raise DecodeError(
-            "the value holds a NumPy array but numpy is not installed; pip install numpy"
-        ) from exc
-    _numpy_mod.append(numpy)
-    return numpy
 
 
 def _warn_permissive(key: tuple[str, str]) -> None:

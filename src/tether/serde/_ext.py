@@ -67,7 +67,14 @@ PASSTHROUGH = (
 PACK_OPTS = ormsgpack.OPT_NON_STR_KEYS | PASSTHROUGH | ormsgpack.OPT_REPLACE_SURROGATES
 UNPACK_OPTS = ormsgpack.OPT_NON_STR_KEYS
 
-_Encoder = Callable[[Any], ormsgpack.Ext]
+# An encoder gets the value and the ``default`` hook to pack its payload with:
+# the hook of the serializer that is writing, so that values nested in the
+# payload go through that serializer's write-time check too.
+_Default = Callable[[Any], ormsgpack.Ext]
+_Encoder = Callable[[Any, _Default], ormsgpack.Ext]
+ReadKey = tuple[str, str]  # (module, name) as written and as the reader checks it
+# why the writing serializer would not read a class back, or None when it would
+Check = Callable[[ReadKey], str | None]
 
 
 class Unsupported(Exception):
@@ -87,10 +94,6 @@ last_error = threading.local()
 
 _packb = ormsgpack.packb
 _Ext = ormsgpack.Ext
-
-
-def _pack(payload: Any) -> bytes:
-    return _packb(payload, default=default, option=PACK_OPTS)
 
 
 def class_key(cls: type) -> tuple[str, str]:
@@ -113,19 +116,24 @@ def _single(cls: type, arg: Callable[[Any], Any], name: str | None = None) -> _E
     module, qual = class_key(cls)
     name = name or qual
 
-    def enc(obj: Any) -> ormsgpack.Ext:
-        payload = _packb([module, name, arg(obj)], default=default, option=PACK_OPTS)
+    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+        payload = _packb([module, name, arg(obj)], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_SINGLE_ARG, payload)
 
     return enc
 
 
-def _positional(cls: type, args: Callable[[Any], list[Any]], name: str | None = None) -> _Encoder:
-    module, qual = class_key(cls)
-    name = name or qual
+def _positional(
+    cls: type,
+    args: Callable[[Any], list[Any]],
+    name: str | None = None,
+    module: str | None = None,
+) -> _Encoder:
+    own_module, qual = class_key(cls)
+    module, name = module or own_module, name or qual
 
-    def enc(obj: Any) -> ormsgpack.Ext:
-        payload = _packb([module, name, args(obj)], default=default, option=PACK_OPTS)
+    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+        payload = _packb([module, name, args(obj)], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_POS_ARGS, payload)
 
     return enc
@@ -134,8 +142,8 @@ def _positional(cls: type, args: Callable[[Any], list[Any]], name: str | None = 
 def _keywords(cls: type, fields: Callable[[Any], dict[str, Any]]) -> _Encoder:
     module, name = class_key(cls)
 
-    def enc(obj: Any) -> ormsgpack.Ext:
-        payload = _packb([module, name, fields(obj)], default=default, option=PACK_OPTS)
+    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+        payload = _packb([module, name, fields(obj)], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
     return enc
@@ -145,10 +153,10 @@ def _dataclass(cls: type) -> _Encoder:
     names = tuple(f.name for f in dataclasses.fields(cls))
     module, name = class_key(cls)
 
-    def enc(obj: Any) -> ormsgpack.Ext:
+    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
         # no dataclasses.asdict: it deep-copies and flattens nested dataclasses
         fields = {n: getattr(obj, n) for n in names}
-        payload = _packb([module, name, fields], default=default, option=PACK_OPTS)
+        payload = _packb([module, name, fields], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
     return enc
@@ -160,10 +168,10 @@ def _pydantic_v2(cls: type) -> _Encoder:
     to_python = cls.__pydantic_serializer__.to_python  # type: ignore[attr-defined]
     plain = _plain_model(cls)
 
-    def enc(obj: Any) -> ormsgpack.Ext:
+    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
         payload = _packb(
             [module, name, to_python(obj), "model_validate_json"],
-            default=default,
+            default=dflt,
             option=PACK_OPTS,
         )
         return _Ext(EXT_PYDANTIC_V2, payload)
@@ -174,32 +182,32 @@ def _pydantic_v2(cls: type) -> _Encoder:
             return enc
         names, open_extra, structured = loose
 
-        def enc_loose(obj: Any) -> ormsgpack.Ext:
+        def enc_loose(obj: Any, dflt: _Default) -> ormsgpack.Ext:
             values = obj.__dict__
             if tuple(values) != names or (open_extra and obj.__pydantic_extra__):
-                return enc(obj)
+                return enc(obj, dflt)
             for field_name in structured:
                 value = values[field_name]
                 if value and type(value) not in _SCALARS:
-                    return enc(obj)
+                    return enc(obj, dflt)
             # No default: a value model_dump() could change (a model, a tuple,
             # an enum, a datetime... anything but plain MessagePack) makes
             # ormsgpack refuse, and the value takes model_dump's path.
             try:
                 payload = _packb([module, name, values, "model_validate_json"], option=PACK_OPTS)
             except TypeError:
-                return enc(obj)
+                return enc(obj, dflt)
             return _Ext(EXT_PYDANTIC_V2, payload)
 
         return enc_loose
 
-    def enc_plain(obj: Any) -> ormsgpack.Ext:
+    def enc_plain(obj: Any, dflt: _Default) -> ormsgpack.Ext:
         if not plain(obj):
-            return enc(obj)
+            return enc(obj, dflt)
         # ormsgpack writes the model's __dict__ itself: for a plain model that
         # is what model_dump() returns, without building it in Python first
         payload = _packb(
-            [module, name, obj, "model_validate_json"], default=default, option=_PACK_MODELS
+            [module, name, obj, "model_validate_json"], default=dflt, option=_PACK_MODELS
         )
         return _Ext(EXT_PYDANTIC_V2, payload)
 
@@ -468,8 +476,9 @@ def _plain_schema(schema: Any, defs: _Defs, depth: int) -> Callable[[Any], bool]
 def _pydantic_v1(cls: type) -> _Encoder:
     head = list(class_key(cls))
 
-    def enc(obj: Any) -> ormsgpack.Ext:
-        return ormsgpack.Ext(EXT_PYDANTIC_V1, _pack([*head, obj.dict()]))
+    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+        payload = _packb([*head, obj.dict()], default=dflt, option=PACK_OPTS)
+        return ormsgpack.Ext(EXT_PYDANTIC_V1, payload)
 
     return enc
 
@@ -528,7 +537,7 @@ def ext_header(code: int, size: int) -> bytes:
     raise Unsupported(None, f"an ext value of {size} bytes does not fit in MessagePack")
 
 
-def _numpy(obj: Any) -> ormsgpack.Ext:
+def _numpy(obj: Any, dflt: _Default) -> ormsgpack.Ext:
     parts = _numpy_payload(obj)
     return _Ext(EXT_NUMPY_ARRAY, b"".join(parts))
 
@@ -540,7 +549,7 @@ def _numpy_whole(obj: Any) -> bytes:
     return b"".join([ext_header(EXT_NUMPY_ARRAY, size), *parts])
 
 
-def _datetime(obj: datetime) -> ormsgpack.Ext:
+def _datetime(obj: datetime, dflt: _Default) -> ormsgpack.Ext:
     tz = obj.tzinfo
     if tz is None or (type(tz) is timezone and not tz.utcoffset(None).microseconds):
         return _Ext(
@@ -562,7 +571,8 @@ def _datetime(obj: datetime) -> ormsgpack.Ext:
         "tzinfo": tz,
         "fold": obj.fold,
     }
-    return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, _pack(["datetime", "datetime", fields]))
+    payload = _packb(["datetime", "datetime", fields], default=dflt, option=PACK_OPTS)
+    return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
 
 def _is_pydantic_v2(cls: type) -> bool:
@@ -592,7 +602,20 @@ def _big_int(obj: int) -> list[Any]:
     return [hex(obj), 0]
 
 
-def _encoder_for(cls: type) -> _Encoder:
+def _encoder_for(cls: type) -> tuple[_Encoder, ReadKey | None]:
+    """The encoder of ``cls`` and the name a reader must be allowed to build.
+
+    None for the types every reader rebuilds itself (datetimes, UUIDs,
+    sets...: the safe built-ins), ``(module, qualname)`` for the others.
+    """
+    enc = _safe_encoder(cls)
+    if enc is not None:
+        return enc, None
+    return _class_encoder(cls), class_key(cls)
+
+
+def _class_encoder(cls: type) -> _Encoder:
+    """Classes whose name the reader checks against its allowlist."""
     if issubclass(cls, enum.Enum):
         return _single(cls, lambda o: o.value)
     if _is_pydantic_v2(cls):
@@ -600,15 +623,35 @@ def _encoder_for(cls: type) -> _Encoder:
     if _is_pydantic_v1(cls):
         return _pydantic_v1(cls)
     if issubclass(cls, tuple):
-        if _is_delta_snapshot(cls):
-            return _delta_snapshot
         if hasattr(cls, "_fields") and hasattr(cls, "_asdict"):
             return _keywords(cls, lambda o: o._asdict())
-        if cls is tuple:
-            return _single(cls, list)
         raise Unsupported(cls, f"tuple subclass {cls.__module__}.{cls.__qualname__}")
     if dataclasses.is_dataclass(cls):
         return _dataclass(cls)
+    secret = getattr(cls, "get_secret_value", None)
+    if callable(secret) and cls.__module__.startswith("pydantic"):
+        return _single(cls, lambda o: o.get_secret_value())
+    send = _langgraph_send(cls)
+    if send is not None:
+        return send
+    if cls.__module__ == "langgraph.store.base" and cls.__name__ in ("Item", "SearchItem"):
+        # as LangGraph writes a store item: ext 4 (its dict() method), read by cls(**fields)
+        head = list(class_key(cls))
+
+        def item(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+            payload = _packb([*head, obj.dict()], default=dflt, option=PACK_OPTS)
+            return _Ext(EXT_PYDANTIC_V1, payload)
+
+        return item
+    raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
+
+
+def _safe_encoder(cls: type) -> _Encoder | None:
+    """Types every reader rebuilds through a fixed function (``SAFE_BUILDERS``)."""
+    if cls is tuple:
+        return _single(cls, list)
+    if _is_delta_snapshot(cls):
+        return _delta_snapshot
     if cls is int:
         return _positional(cls, _big_int)
     if cls is datetime:
@@ -646,21 +689,12 @@ def _encoder_for(cls: type) -> _Encoder:
         # "pathlib" even on 3.13 where the classes live in pathlib._local
         return _positional(cls, lambda o: list(o.parts), name=cls.__name__)
     if cls is re.Pattern:
-        head = ["re", "compile"]
-        return lambda o: ormsgpack.Ext(
-            EXT_CONSTRUCTOR_POS_ARGS, _pack([*head, [o.pattern, o.flags]])
-        )
+        return _positional(cls, lambda o: [o.pattern, o.flags], module="re", name="compile")
     np = sys.modules.get("numpy")
-    if np is not None and issubclass(cls, np.ndarray) and cls is np.ndarray:
+    if np is not None and cls is np.ndarray:
         WHOLE[cls] = _numpy_whole
         return _numpy
-    secret = getattr(cls, "get_secret_value", None)
-    if callable(secret) and cls.__module__.startswith("pydantic"):
-        return _single(cls, lambda o: o.get_secret_value())
-    send = _langgraph_send(cls)
-    if send is not None:
-        return send
-    raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
+    return None
 
 
 def _is_delta_snapshot(cls: type) -> bool:
@@ -671,9 +705,9 @@ def _is_delta_snapshot(cls: type) -> bool:
     )
 
 
-def _delta_snapshot(obj: Any) -> ormsgpack.Ext:
+def _delta_snapshot(obj: Any, dflt: _Default) -> ormsgpack.Ext:
     # as LangGraph writes it: ext 7 around the packed value, no [module, name] envelope
-    return _Ext(EXT_DELTA_SNAPSHOT, _packb(obj[0], default=default, option=PACK_OPTS))
+    return _Ext(EXT_DELTA_SNAPSHOT, _packb(obj[0], default=dflt, option=PACK_OPTS))
 
 
 def _langgraph_send(cls: type) -> _Encoder | None:
@@ -699,43 +733,90 @@ _IP_TYPES = frozenset(
     }
 )
 
-_ENCODERS: dict[type, _Encoder] = {}
+# class -> (its encoder, the name a reader checks or None): the analysis behind
+# an encoder (a pydantic model's schema) is done once per process
+_ENCODERS: dict[type, tuple[_Encoder, ReadKey | None]] = {}
 
 # Types that :func:`pack` writes itself when they are the whole value (NumPy
 # arrays, to copy their buffer once); filled in when their encoder is made.
 WHOLE: dict[type, Callable[[Any], bytes]] = {}
 
 
-def default(obj: Any) -> ormsgpack.Ext:
-    """ormsgpack's ``default`` hook: the typed value as an :class:`ormsgpack.Ext`."""
-    cls = type(obj)
-    enc = _ENCODERS.get(cls)
-    if enc is None:
+class Refused(Unsupported):
+    """A class the writing serializer would refuse to read back (SPEC S3.4)."""
+
+    def __init__(self, obj: Any, key: ReadKey, reason: str) -> None:
+        super().__init__(obj, reason)
+        self.key = key
+
+
+def _entry(cls: type) -> tuple[_Encoder, ReadKey | None]:
+    found = _ENCODERS.get(cls)
+    if found is None:
+        found = _ENCODERS[cls] = _encoder_for(cls)
+    return found
+
+
+def make_default(check: Check | None) -> _Default:
+    """An ormsgpack ``default`` hook that refuses what ``check`` says will not read back.
+
+    ``check`` is asked once per class (the answer is kept in this hook's
+    table), so a value of a class seen before costs one dict lookup, as
+    without a check. The hook hands itself to every encoder, so values nested
+    in a typed value's payload are checked too.
+    """
+    table: dict[type, _Encoder] = {}
+
+    def default(obj: Any) -> ormsgpack.Ext:
+        cls = type(obj)
+        enc = table.get(cls)
+        if enc is None:
+            enc = _admit(table, cls, obj, check)
         try:
-            enc = _encoder_for(cls)
-        except Unsupported as exc:
-            last_error.exc = Unsupported(obj, exc.reason)
+            return enc(obj, default)
+        except Unsupported:
             raise
-        _ENCODERS[cls] = enc
+        except Exception as exc:
+            if getattr(last_error, "exc", None) is None:
+                last_error.exc = Unsupported(obj, f"encoding {cls.__qualname__} failed: {exc!r}")
+            raise
+
+    return default
+
+
+def _admit(table: dict[type, _Encoder], cls: type, obj: Any, check: Check | None) -> _Encoder:
     try:
-        return enc(obj)
-    except Unsupported:
-        raise
-    except Exception as exc:
-        if getattr(last_error, "exc", None) is None:
-            last_error.exc = Unsupported(obj, f"encoding {cls.__qualname__} failed: {exc!r}")
-        raise
+        enc, key = _entry(cls)
+    except Unsupported as exc:
+        last_error.exc = Unsupported(obj, exc.reason)
+        raise last_error.exc from None
+    if key is not None and check is not None:
+        why = check(key)
+        if why is not None:
+            last_error.exc = Refused(obj, key, why)
+            raise last_error.exc
+    table[cls] = enc
+    return enc
 
 
-def pack(obj: Any) -> bytes:
+#: the hook of :func:`pack` when no serializer is writing: nothing refused
+default = make_default(None)
+
+
+def pack(obj: Any, dflt: _Default = default) -> bytes:
     """Encode ``obj``; raises :class:`Unsupported` naming the offending value."""
     whole = WHOLE.get(type(obj))
     if whole is not None:
-        return whole(obj)
+        try:
+            return whole(obj)
+        except Unsupported:
+            raise
+        except Exception as exc:  # e.g. a buffer NumPy cannot export
+            raise Unsupported(obj, f"encoding {type(obj).__qualname__} failed: {exc!r}") from exc
     # last_error is cleared on every way out of a failed call, so that a
     # successful one (the common case) does not pay for resetting it
     try:
-        return _packb(obj, default=default, option=PACK_OPTS)
+        return _packb(obj, default=dflt, option=PACK_OPTS)
     except (TypeError, ValueError, ormsgpack.MsgpackEncodeError) as exc:
         found = getattr(last_error, "exc", None)
         last_error.exc = None
@@ -745,6 +826,41 @@ def pack(obj: Any) -> bytes:
     except BaseException:
         last_error.exc = None
         raise
+
+
+def problems(obj: Any, check: Check | None) -> list[Unsupported]:
+    """Everything in ``obj`` that stops it from being written: every refused class
+    (``check``), every class defined inside a function, every unsupported value.
+
+    The error path's second pass: it encodes ``obj`` again, carrying on past
+    each problem (a value that cannot be encoded at all is written as a
+    placeholder and not looked into).
+    """
+    found: list[Unsupported] = []
+    placeholder = _Ext(0, b"")
+
+    def default(value: Any) -> ormsgpack.Ext:
+        try:
+            enc, key = _entry(type(value))
+        except Unsupported as exc:
+            found.append(Unsupported(value, exc.reason))
+            return placeholder
+        if key is not None and check is not None:
+            why = check(key)
+            if why is not None:
+                found.append(Refused(value, key, why))
+        try:
+            return enc(value, default)
+        except Exception as exc:
+            found.append(Unsupported(value, f"encoding {type(value).__qualname__} failed: {exc!r}"))
+            return placeholder
+
+    try:
+        _packb(obj, default=default, option=PACK_OPTS)
+    except Exception as exc:
+        if not found:
+            found.append(Unsupported(obj, str(exc)))
+    return found
 
 
 def locate(root: Any, target: Any) -> str:
@@ -773,7 +889,10 @@ def locate(root: Any, target: Any) -> str:
                 return found
         return None
 
-    return walk(root, "$", 0) or "$"
+    try:
+        return walk(root, "$", 0) or "$"
+    except Exception:  # a container whose items cannot be read: the message still names it
+        return "$"
 
 
 def _key_path(key: Any) -> str:

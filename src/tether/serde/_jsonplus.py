@@ -21,7 +21,7 @@ from typing import Any
 
 from tether.errors import DecodeError
 from tether.serde import _allowlist
-from tether.serde._decode import Decoder
+from tether.serde._decode import Decoder, _show
 
 # the one method the old format named that is not just the constructor
 _DATETIME_METHOD = ("datetime", "datetime", "fromisoformat")
@@ -29,25 +29,100 @@ _CONSTRUCT_METHODS = (None, "construct", "model_construct", "model_validate", "p
 
 
 def loads_json(decoder: Decoder, data: bytes) -> Any:
-    """Decode a legacy ``"json"`` payload; every failure is a :class:`DecodeError`."""
+    """Decode a legacy ``"json"`` payload; every failure is a :class:`DecodeError`.
+
+    A failure names the path of the object that failed (``$.messages[3]``):
+    ``json.loads`` builds objects children first, so the count of objects
+    rebuilt before the failure finds it again in a plain parse.
+    """
+    rebuilt = 0
 
     def hook(obj: dict[str, Any]) -> Any:
-        lc = obj.get("lc")
-        if lc not in (1, 2) or "id" not in obj or "type" not in obj:
+        nonlocal rebuilt
+        if not _is_constructor(obj):
             return obj
-        return _revive(decoder, obj)
+        value = _revive(decoder, obj)
+        rebuilt += 1
+        return value
 
     try:
-        return json.loads(data, object_hook=hook)
-    except DecodeError:
-        raise
+        # UTF-8, as LangGraph wrote it: json.loads would guess UTF-16/32 from the
+        # first bytes and import a codec module for them (named by stored data)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid legacy json payload: not UTF-8 ({exc.reason})") from exc
+    try:
+        return json.loads(text, object_hook=hook)
+    except DecodeError as exc:
+        failed = exc
     except RecursionError as exc:
         raise DecodeError("legacy json payload is nested too deeply") from exc
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid legacy json payload: {exc}") from exc
+    except Exception as exc:  # a class's own code, whatever it raised (#18.10)
+        raise DecodeError(f"cannot read legacy json payload: {_show(exc)}") from exc
+    raise DecodeError(
+        failed.reason, path=_nth_constructor_path(text, rebuilt), type_name=failed.type_name
+    ) from (failed.__cause__ or failed)
+
+
+def _is_constructor(obj: dict[str, Any]) -> bool:
+    return obj.get("lc") in (1, 2) and "id" in obj and "type" in obj
+
+
+def _nth_constructor_path(text: str, index: int) -> str:
+    """The path of the ``index``-th constructor object, children before parents."""
+    try:
+        tree = json.loads(text)
+    except Exception:
+        return "$"
+    seen = 0
+
+    def walk(value: Any, path: str, depth: int) -> str | None:
+        nonlocal seen
+        if depth > 200:
+            return None
+        children: list[tuple[str, Any]] = []
+        if isinstance(value, dict):
+            children = [(_key_path(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            children = [(f"[{i}]", v) for i, v in enumerate(value)]
+        for suffix, child in children:
+            found = walk(child, path + suffix, depth + 1)
+            if found is not None:
+                return found
+        if isinstance(value, dict) and _is_constructor(value):
+            if seen == index:
+                return path
+            seen += 1
+        return None
+
+    return walk(tree, "$", 0) or "$"
+
+
+def _key_path(key: str) -> str:
+    return f".{key}" if key.isidentifier() else f"[{key!r}]"
 
 
 def _revive(decoder: Decoder, obj: dict[str, Any]) -> Any:
+    try:
+        return _rebuild(decoder, obj)
+    except (DecodeError, RecursionError):
+        raise
+    except Exception as exc:
+        ident = obj.get("id")
+        name = (
+            ".".join(ident)
+            if isinstance(ident, list) and all(isinstance(p, str) for p in ident)
+            else None
+        )
+        raise DecodeError(
+            f"cannot rebuild legacy json object {name or _show(ident)}: {_show(exc)}",
+            type_name=name,
+        ) from exc
+
+
+def _rebuild(decoder: Decoder, obj: dict[str, Any]) -> Any:
     ident = obj["id"]
     if not isinstance(ident, list) or len(ident) < 2 or not all(isinstance(p, str) for p in ident):
         raise DecodeError(f"malformed legacy json constructor id {ident!r}")
@@ -96,7 +171,7 @@ def _safe(build: Any, arg: Any, key: tuple[str, str]) -> Any:
         return build(arg)
     except Exception as exc:
         raise DecodeError(
-            f"malformed legacy json {key[0]}.{key[1]}: {exc!r}", type_name=".".join(key)
+            f"malformed legacy json {key[0]}.{key[1]}: {_show(exc)}", type_name=".".join(key)
         ) from exc
 
 
