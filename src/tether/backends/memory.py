@@ -120,7 +120,7 @@ _packb = ormsgpack.packb
 _unpackb = ormsgpack.unpackb
 
 #: What :meth:`InMemorySaver.stats` counts for a value kept as is.
-_SIZER: Final = MsgpackSerializer()
+_SIZER: Final = MsgpackSerializer(env_allowlist=False)  # sizes only; import never fails
 
 _EMPTY_BLOB: _Blob = (EMPTY_TAG, b"", None)
 
