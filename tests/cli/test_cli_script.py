@@ -119,6 +119,18 @@ with SqliteSaver({str(store)!r}, serde=MsgpackSerializer(allowlist=[Order])) as 
     )
     assert shown.returncode == 0, shown.stderr
     assert "lamp" in shown.stdout
+    import os
+
+    from_env = subprocess.run(
+        [str(SCRIPT), "show", str(store), "t1", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TETHER_ALLOWLIST": "mymodels:*"},
+    )
+    assert from_env.returncode == 0, from_env.stderr
+    assert "lamp" in from_env.stdout
 
 
 def test_an_unexpected_exception_is_one_error_line_unless_debugging(

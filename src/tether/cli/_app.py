@@ -33,6 +33,7 @@ from tether.cli._stores import Store, ThreadInfo, opened, same_store
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError
 from tether.exporter import ExportSummary, export_store
 from tether.importer import ImportSummary, import_store
+from tether.serde import parse_allowlist
 from tether.stores import parse_store_url
 
 __all__ = ["cli"]
@@ -101,19 +102,13 @@ def _json_option(fn: F) -> F:
 def _parse_allow(
     ctx: click.Context, param: click.Parameter, values: Sequence[str]
 ) -> tuple[tuple[str, str], ...]:
-    out = []
-    if values and os.getcwd() not in sys.path and "" not in sys.path:
-        # As `python -m` does: the user's modules (myapp/models.py) are found from
-        # the directory the command runs in.
-        sys.path.insert(0, os.getcwd())
+    out: set[tuple[str, str]] = set()
     for value in values:
-        module, sep, name = value.partition(":")
-        if not sep or not module or not name:
-            raise click.BadParameter(
-                f"{value!r} is not module:Name (for example myapp.state:Order)", ctx, param
-            )
-        out.append((module, name))
-    return tuple(out)
+        try:
+            out |= parse_allowlist(value, source="--allow")
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+    return tuple(sorted(out))
 
 
 def _allow_option(fn: F) -> F:
@@ -123,8 +118,9 @@ def _allow_option(fn: F) -> F:
         multiple=True,
         metavar="MODULE:NAME",
         callback=_parse_allow,
-        help="Also decode values of this type (repeatable). LangGraph's and "
-        "langchain-core's own types are always allowed.",
+        help="Also decode values of this type (repeatable; MODULE:* allows every class "
+        "defined in MODULE). LangGraph's and langchain-core's own types are always "
+        "allowed, and so are those in TETHER_ALLOWLIST.",
     )(fn)
 
 
@@ -197,6 +193,11 @@ def cli() -> None:
     tether import langgraph.db chat.db     copy every thread of an official store
     tether export chat.db --to-langgraph langgraph.db   and back to the official format
     """
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        # As `python -m` does: the user's modules (myapp/models.py), named by
+        # --allow or TETHER_ALLOWLIST, are found from the directory the command
+        # runs in.
+        sys.path.insert(0, os.getcwd())
 
 
 # --- threads ----------------------------------------------------------------------------
