@@ -400,6 +400,12 @@ def _check_json(value: Any, path: str, cid: str, depth: int) -> None:
                     f"checkpoint {cid}: {path} has the key {key!r} ({type(key).__name__}); "
                     "keys of a checkpoint's fields must be str"
                 )
+            problem = text_problem(key)
+            if problem is not None:
+                raise ConfigError(
+                    f"checkpoint {cid}: {path} has the key {key!r}, which {problem}; no "
+                    "backend can store it"
+                )
             _check_json(item, f"{path}.{key}", cid, depth + 1)
         return
     if kind is list:

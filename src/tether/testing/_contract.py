@@ -1082,6 +1082,17 @@ class SaverContract(HistoryContract):
         assert got.checkpoint["channel_values"] == {"é": 1}
         assert got.config["configurable"]["thread_id"] == "fil-ü-日本"
 
+    async def test_a_lone_surrogate_in_a_checkpoint_fields_key_is_refused(
+        self, driver: Driver
+    ) -> None:
+        """Found by the odd-input test: Postgres raised UnicodeEncodeError for such a key."""
+        for where in ("extra", "versions_seen"):
+            cp: Any = new_checkpoint({}, {})
+            cp[where] = {"x\ud800": {}}
+            with pytest.raises(ConfigError, match="lone surrogate"):
+                await driver.put(make_config("t"), cp, {}, {})
+        assert await driver.list(None) == []
+
     async def test_metadata_integers_of_any_size_round_trip_and_filter(
         self, driver: Driver
     ) -> None:
