@@ -24,7 +24,7 @@ from .helpers import chain, checkpoint
 
 pytestmark = pytest.mark.postgres
 
-BIG = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+BIG = ("tether_checkpoints", "tether_blobs", "tether_writes")
 THREADS, PER_THREAD = 100, 50
 
 
@@ -33,7 +33,7 @@ def _populate(conn: psycopg.Connection[Any], schema: str) -> None:
     q = f'"{schema}"'
     conn.execute(
         f"""
-INSERT INTO {q}.checkpoints
+INSERT INTO {q}.tether_checkpoints
     (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
 SELECT 't' || t, '', 'c' || lpad(n::text, 6, '0'),
        CASE WHEN n > 0 THEN 'c' || lpad((n - 1)::text, 6, '0') END,
@@ -47,7 +47,7 @@ FROM generate_series(0, {THREADS - 1}) t, generate_series(0, {PER_THREAD - 1}) n
     )
     conn.execute(
         f"""
-INSERT INTO {q}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
+INSERT INTO {q}.tether_blobs (thread_id, checkpoint_ns, channel, version, type, blob)
 SELECT 't' || t, '', 'messages', '~' || md5(t::text), 'msgpack', '\\x91a3616263'::bytea
 FROM generate_series(0, {THREADS - 1}) t
 """
@@ -55,7 +55,7 @@ FROM generate_series(0, {THREADS - 1}) t
     # every other message version is an append tail of the thread's snapshot
     conn.execute(
         f"""
-INSERT INTO {q}.checkpoint_blobs
+INSERT INTO {q}.tether_blobs
     (thread_id, checkpoint_ns, channel, version, type, blob, base)
 SELECT 't' || t, '', 'messages', 'v' || n, 'msgpack', '\\x91a3616263'::bytea,
        CASE WHEN n % 2 = 1 THEN '~' || md5(t::text) END
@@ -64,7 +64,7 @@ FROM generate_series(0, {THREADS - 1}) t, generate_series(0, {PER_THREAD - 1}) n
     )
     conn.execute(
         f"""
-INSERT INTO {q}.checkpoint_writes
+INSERT INTO {q}.tether_writes
     (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob)
 SELECT 't' || t, '', 'c' || lpad(n::text, 6, '0'), 'task', i, 'messages', 'msgpack',
        '\\x01'::bytea
@@ -162,7 +162,7 @@ def _queries(sql: Statements) -> dict[str, tuple[str, Any]]:
         "list every thread": page(after=("c000030", "t5", "")),
         # A selective filter over every thread goes through the GIN index. (One that
         # matches most rows of a table this small is cheaper to scan, and the
-        # planner rightly does; at scale it walks checkpoints_id_idx instead.)
+        # planner rightly does; at scale it walks tether_checkpoints_id_idx instead.)
         "list every thread, filtered": page(filter={"run_id": "rt3-2"}),
         "list every thread, filtered, next page": page(
             filter={"run_id": "rt8-1", "source": "loop"}, after=("c000030", "t5", "")
@@ -184,7 +184,7 @@ def test_every_statement_uses_an_index_on_a_populated_store(
     big_store: tuple[str, psycopg.Connection[Any]],
 ) -> None:
     schema, conn = big_store
-    row = conn.execute(f'SELECT count(*) FROM "{schema}".checkpoints').fetchone()
+    row = conn.execute(f'SELECT count(*) FROM "{schema}".tether_checkpoints').fetchone()
     assert row == (THREADS * PER_THREAD,)
     bad = {}
     for name, (query, params) in _queries(Statements(schema)).items():
@@ -329,7 +329,7 @@ def test_reads_look_blobs_up_by_key_on_a_young_table(pg_dsn: str) -> None:
             (sql.get_by_id, ("t", "", cfg["configurable"]["checkpoint_id"])),
         ]:
             nodes = _plan(conn, query, params)
-            blob_scans = [n for n, rel in nodes if rel == "checkpoint_blobs"]
+            blob_scans = [n for n, rel in nodes if rel == "tether_blobs"]
             assert blob_scans, nodes
             assert all(n == "Index Scan" for n in blob_scans), nodes
             assert "Hash Join" not in [n for n, _ in nodes], nodes
@@ -354,7 +354,7 @@ def test_a_thread_across_namespaces_reads_one_page_from_each_index(pg_dsn: str) 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(
             f"""
-INSERT INTO {q}.checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata)
+INSERT INTO {q}.tether_checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata)
 SELECT t, CASE WHEN n % 3 = 0 THEN 'child:' || n ELSE '' END, 'c' || lpad(n::text, 6, '0'),
        jsonb_build_object('v', 4, 'id', 'c' || lpad(n::text, 6, '0'), 'ts', '2026-01-01',
            'channel_values', '{{}}'::jsonb, 'channel_versions', '{{}}'::jsonb,
@@ -363,7 +363,7 @@ SELECT t, CASE WHEN n % 3 = 0 THEN 'child:' || n ELSE '' END, 'c' || lpad(n::tex
 FROM unnest(ARRAY['t', 'u']) t, generate_series(0, 2999) n
 """
         )
-        conn.execute(f"ANALYZE {q}.checkpoints")
+        conn.execute(f"ANALYZE {q}.tether_checkpoints")
         sql = Statements(schema)
         for after in (None, ("c001500", "t", ""), ("c001500", "t", "child:1500")):
             args: dict[str, Any] = {"before_id": None, "filter": {}, "after": after}
@@ -372,10 +372,10 @@ FROM unnest(ARRAY['t', 'u']) t, generate_series(0, 2999) n
             got = row.fetchone()
             assert got is not None
             nodes = list(_nodes(got[0][0]["Plan"]))
-            scans = [n for n in nodes if n.get("Relation Name") == "checkpoints"]
+            scans = [n for n in nodes if n.get("Relation Name") == "tether_checkpoints"]
             assert {n["Index Name"] for n in scans} == {
-                "checkpoints_pkey",
-                "checkpoints_thread_ns_idx",
+                "tether_checkpoints_pkey",
+                "tether_checkpoints_thread_ns_idx",
             }, scans
             assert all(n["Actual Rows"] <= 101 for n in scans), scans
             assert all(n["Node Type"] != "Sort" for n in nodes)  # a merge, not a sort

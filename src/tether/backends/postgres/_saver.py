@@ -32,6 +32,8 @@ for as long as it is held.
 from __future__ import annotations
 
 import asyncio
+import copy
+import shlex
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
@@ -39,6 +41,7 @@ from typing import Any, Self
 
 import psycopg
 from psycopg import AsyncConnection, Connection
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tether.backends._common import check_list_args
@@ -48,6 +51,12 @@ from tether.backends.postgres._async import _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import _PostgresCore
+from tether.backends.postgres._urls import (
+    read_conn_string,
+    source_params,
+    store_url,
+    with_schema,
+)
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     ChannelVersions,
@@ -56,7 +65,7 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
 )
-from tether.errors import ConfigError
+from tether.errors import ConfigError, TetherError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
 __all__ = ["PostgresSaver"]
@@ -125,6 +134,7 @@ class _Resources:
         self.owned_sync: ConnectionPool[Any] | None = None
         self.owned_aio: AsyncConnectionPool[Any] | None = None
         self.url: str | None = None
+        self.source: _Source | None = None
         self.pool_args: dict[str, Any] = {}
         self.connect_kwargs: dict[str, Any] = {}
         self.timeout_ms: int | None = None
@@ -156,6 +166,16 @@ class PostgresSaver(BaseCheckpointSaver):
             stored as an immutable snapshot plus the tail appended since (a
             growing message history costs a few messages per step, not the
             whole history); ``None`` stores every value whole.
+        import_official: what :meth:`setup` does when the schema holds
+            LangGraph's official ``PostgresSaver`` store with checkpoints and
+            tether's tables hold none (switching a program over): ``None``
+            raises :class:`~tether.errors.ConfigError` naming the official
+            tables and the ``tether import`` command that brings the threads
+            over; ``True`` imports them (:func:`tether.importer.import_store`,
+            once: only while tether's tables are empty); ``False`` leaves them
+            alone, the two stores side by side. tether's tables
+            (``tether_checkpoints``, ``tether_blobs``, ``tether_writes``,
+            ``tether_migrations``) never share names with the official ones.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -205,8 +225,14 @@ class PostgresSaver(BaseCheckpointSaver):
         page_size: int = 100,
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
+        import_official: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if import_official is not None and not isinstance(import_official, bool):
+            raise ConfigError(
+                f"import_official must be True, False or None, got {import_official!r}"
+            )
+        self._import_official = import_official
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ConfigError(f"page_size must be a positive int, got {page_size!r}")
         self._statements = Statements(schema)
@@ -222,6 +248,7 @@ class PostgresSaver(BaseCheckpointSaver):
         self._res = _Resources()
         if conn is None:
             return  # from_conn_string fills in the URL
+        self._res.source = conn
         if isinstance(conn, Connection | ConnectionPool):
             self._res.sync = _PostgresCore(conn, **self._options)
         elif isinstance(conn, AsyncConnection | AsyncConnectionPool):
@@ -244,18 +271,23 @@ class PostgresSaver(BaseCheckpointSaver):
         statement_timeout: float | None = None,
         prepare_threshold: int | None = 5,
         pipeline: bool = False,
-        schema: str = "public",
+        schema: str | None = None,
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
         inline_primitives: bool = True,
         page_size: int = 100,
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         connect_kwargs: Mapping[str, Any] | None = None,
+        import_official: bool | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
         Args:
-            conn_string: a libpq URL or DSN.
+            conn_string: a libpq URL or DSN. A URL may name the schema as the
+                CLI prints store names, ``postgresql://app@db/app?schema=NAME``.
+            schema: the schema of tether's tables (default: the URL's
+                ``?schema=``, else ``public``); naming another one than the
+                URL does is a :class:`~tether.errors.ConfigError`.
             pool_size: maximum connections of each pool (sync, async).
             min_size: connections each pool keeps open.
             pool_timeout: seconds to wait for a free connection before
@@ -272,9 +304,11 @@ class PostgresSaver(BaseCheckpointSaver):
             raise ConfigError("from_conn_string needs a Postgres URL or DSN string")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ConfigError(f"pool_size must be a positive int, got {pool_size!r}")
+        location, schema = read_conn_string(conn_string, schema)
         saver = cls(
             serde=serde,
             schema=schema,
+            import_official=import_official,
             pipeline=pipeline,
             prepare_threshold=_UNSET,
             inline_primitives=inline_primitives,
@@ -283,7 +317,7 @@ class PostgresSaver(BaseCheckpointSaver):
             delta_threshold=delta_threshold,
         )
         res = saver._res
-        res.url = conn_string
+        res.url = location
         res.timeout_ms = _statement_timeout_ms(statement_timeout)
         res.connect_kwargs = {
             **dict(connect_kwargs or {}),
@@ -387,19 +421,99 @@ class PostgresSaver(BaseCheckpointSaver):
     def setup(self) -> None:
         """Create or migrate the schema; safe to call from many processes at once.
 
+        Only ``tether_*`` objects are created or changed. When the schema also
+        holds LangGraph's official store, ``import_official`` (see the
+        constructor) decides what happens.
+
         Raises:
+            ConfigError: the schema holds LangGraph's official store with
+                checkpoints, tether's tables hold none, and ``import_official``
+                is ``None`` (nothing was created).
             SchemaVersionError: the schema is newer than this tether (nothing changed).
-            MigrationError: a migration failed (the store stays at its previous version).
+            MigrationError: a migration failed (the store stays at its previous
+                version), or an older tether shared this schema's tables with
+                LangGraph's saver (the message says how to repair it).
         """
-        self._sync_core().setup()
+        self._sync_core().setup(
+            refuse=self._refuse_official if self._import_official is None else None,
+            import_official=self._import_official_threads if self._import_official else None,
+        )
 
     async def asetup(self) -> None:
         """Async :meth:`setup`."""
         core = await self._aio_core()
         if core is None:
             await asyncio.to_thread(self.setup)
+            return
+
+        async def import_official() -> None:
+            await asyncio.to_thread(self._import_official_threads)
+
+        await core.asetup(
+            refuse=self._refuse_official if self._import_official is None else None,
+            import_official=import_official if self._import_official else None,
+        )
+
+    def _store_name(self, *, password: bool) -> str:
+        """This saver's store as the CLI names it (``postgresql://...?schema=``)."""
+        schema = self._statements.schema
+        if self._res.url is not None:
+            return with_schema(self._res.url, schema, password=password)
+        return store_url(source_params(self._res.source), schema, password=password)
+
+    def _refuse_official(self, tables: Sequence[str]) -> TetherError:
+        name = shlex.quote(self._store_name(password=False))
+        return ConfigError(
+            f"schema {self._statements.schema!r} holds LangGraph's PostgresSaver store "
+            f"({', '.join(tables)}) with checkpoints and tether's tables hold none: tether "
+            "would start every thread afresh. Bring the threads over once with "
+            f"`tether import {name} {name}` (safe to run again), or pass "
+            "import_official=True to import them in setup(), or import_official=False to keep "
+            "both stores side by side; nothing was created"
+        )
+
+    def _import_official_threads(self) -> None:
+        """Import the official store of this schema into tether's tables (``import_official``).
+
+        :func:`tether.importer.import_store` writes through a clone of this
+        saver on a connection of its own, inside one transaction: the import
+        is all or nothing, so a failed one leaves tether's tables empty and
+        the next ``setup()`` tries again (the rule is "import while tether's
+        tables are empty").
+        """
+        from tether.importer import import_store
+
+        if self._res.url is not None:
+            conninfo = self._res.url
         else:
-            await core.asetup()
+            conninfo = make_conninfo(**source_params(self._res.source))
+        try:
+            conn = psycopg.connect(conninfo)
+        except psycopg.OperationalError as exc:
+            raise translate(exc, "import_official: connecting to Postgres") from exc
+        with conn:
+            clone = copy.copy(self)
+            clone._res = _Resources()
+            appends = self._options["appends"]
+            options = {
+                **self._options,
+                # Its own tracker: snapshots of a rolled-back import must not be extended.
+                "appends": AppendTracker.create(appends.min_bytes if appends else None),
+            }
+            clone._res.sync = _PostgresCore(conn, **options)
+            try:
+                # The core runs each operation in a savepoint of this transaction.
+                with conn.transaction():
+                    import_store(self._store_name(password=True), clone)
+            except TetherError as exc:
+                name = shlex.quote(self._store_name(password=False))
+                exc.add_note(
+                    "import_official: nothing was imported (one transaction); fix the cause "
+                    f"and call setup() again, or run `tether import {name} {name}`"
+                )
+                raise
+            except psycopg.Error as exc:
+                raise translate(exc, "import_official: committing the import") from exc
 
     def lease(
         self, thread_id: str, *, wait: bool = False, timeout: float | None = None

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether.backends.postgres import _schema
 from tether.errors import ConfigError
 
 __all__ = ["ListQuery", "Statements", "check_schema_name"]
@@ -101,10 +102,10 @@ class Statements:
     def __init__(self, schema: str) -> None:
         self.schema = check_schema_name(schema)
         q = f'"{self.schema}"'
-        self.checkpoints = f"{q}.checkpoints"
-        self.blobs = f"{q}.checkpoint_blobs"
-        self.writes = f"{q}.checkpoint_writes"
-        self.migrations = f"{q}.tether_migrations"
+        self.checkpoints = f"{q}.{_schema.CHECKPOINTS}"
+        self.blobs = f"{q}.{_schema.BLOBS}"
+        self.writes = f"{q}.{_schema.WRITES}"
+        self.migrations = f"{q}.{_schema.MIGRATIONS_TABLE}"
         self._joins = _read_joins(self.blobs, self.writes)
 
         self.get_by_id = self._read(
@@ -184,7 +185,7 @@ ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
 
         # The same two puts without the blob CTE, for a put whose every written
         # value is inline (small states): the server then neither plans nor runs
-        # an INSERT into checkpoint_blobs (its indexes, its foreign key).
+        # an INSERT into tether_blobs (its indexes, its foreign key).
         self.put_inline = "WITH head AS (" + self.put[self.put.index("), head AS (") + 12 :]
         self.put_named_inline = self.put_named[
             self.put_named.index("INSERT INTO " + self.checkpoints) :
@@ -437,7 +438,7 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
 
         Root-namespace rows come from the primary key ``(thread_id,
         checkpoint_ns, checkpoint_id)``; the others from the partial index
-        ``checkpoints_thread_ns_idx`` (``WHERE checkpoint_ns <> ''``), so a
+        ``tether_checkpoints_thread_ns_idx`` (``WHERE checkpoint_ns <> ''``), so a
         thread without subgraphs (most of them) costs no second index on every
         put. Each branch is already in ``(checkpoint_id, checkpoint_ns)`` DESC
         order and stops at ``page`` rows; Postgres merges the two.
