@@ -47,6 +47,10 @@ reserved):
 * ``tether_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
   task_path, channel, type, encoding, blob)``.
 
+Every text column is ``COLLATE "C"`` (since version 11): ids, namespaces,
+task ids and task paths order by code point, as on SQLite and in memory,
+whatever the database's default collation, and the indexes serve that order.
+
 Indexes: the three primary keys (every per-thread query and the thread
 operations are prefix scans of them), ``tether_checkpoints_thread_ns_idx``
 ``(thread_id, checkpoint_id, checkpoint_ns) WHERE checkpoint_ns <> ''`` for
@@ -98,6 +102,20 @@ class Migration:
     statements: tuple[str, ...]
     concurrent: bool = False
     index: str | None = None  # for a concurrent index build: its name (to repair)
+
+
+# The text columns of each table: all of them compare in code-point order
+# (COLLATE "C"), the key columns because order matters, the rest for one rule.
+_CHECKPOINT_TEXT = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
+_BLOB_TEXT = ("thread_id", "checkpoint_ns", "channel", "version", "type", "base")
+_WRITE_TEXT = (
+    *("thread_id", "checkpoint_ns", "checkpoint_id"),
+    *("task_id", "task_path", "channel", "type"),
+)
+
+
+def _collate_c(columns: tuple[str, ...]) -> str:
+    return ", ".join(f'ALTER COLUMN {c} TYPE TEXT COLLATE "C"' for c in columns)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -242,6 +260,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             "RENAME CONSTRAINT checkpoint_blobs_base_fkey TO tether_blobs_base_fkey",
         ),
     ),
+    # Code-point order whatever the database's collation (issue #18.6): pending
+    # writes are read in (task_path, task_id, idx) order and listings in
+    # (checkpoint_id, thread_id, checkpoint_ns) order, as on SQLite and in
+    # memory, and the indexes serve those orders. On a database whose default
+    # collation is not C (ICU or glibc en_US), they came back in that locale's
+    # order. A binary-compatible change: the tables are not rewritten, but the
+    # indexes on these columns are rebuilt, under an ACCESS EXCLUSIVE lock.
+    Migration(
+        "collate C",
+        (
+            "ALTER TABLE {schema}.tether_checkpoints " + _collate_c(_CHECKPOINT_TEXT),
+            "ALTER TABLE {schema}.tether_blobs " + _collate_c(_BLOB_TEXT),
+            "ALTER TABLE {schema}.tether_writes " + _collate_c(_WRITE_TEXT),
+        ),
+    ),
 )
 
 #: The first version whose tables have tether's own names.
@@ -256,36 +289,36 @@ SCHEMA_VERSION = len(MIGRATIONS)
 #: store set up from the baseline with one upgraded step by step.
 BASELINE: tuple[str, ...] = (
     """CREATE TABLE {schema}.tether_checkpoints (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    parent_checkpoint_id TEXT,
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    parent_checkpoint_id TEXT COLLATE "C",
     checkpoint JSONB NOT NULL,
     metadata JSONB NOT NULL DEFAULT '{{}}',
     CONSTRAINT tether_checkpoints_pkey PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )""",
     """CREATE TABLE {schema}.tether_blobs (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    channel TEXT NOT NULL,
-    version TEXT NOT NULL,
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    channel TEXT COLLATE "C" NOT NULL,
+    version TEXT COLLATE "C" NOT NULL,
     encoding SMALLINT NOT NULL DEFAULT 0,
-    type TEXT NOT NULL,
+    type TEXT COLLATE "C" NOT NULL,
     blob BYTEA,
-    base TEXT,
+    base TEXT COLLATE "C",
     CONSTRAINT tether_blobs_pkey PRIMARY KEY (thread_id, checkpoint_ns, channel, version),
     CONSTRAINT tether_blobs_base_fkey FOREIGN KEY (thread_id, checkpoint_ns, channel, base)
         REFERENCES {schema}.tether_blobs (thread_id, checkpoint_ns, channel, version)
 )""",
     """CREATE TABLE {schema}.tether_writes (
-    thread_id TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    task_id TEXT NOT NULL,
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    task_id TEXT COLLATE "C" NOT NULL,
     idx INTEGER NOT NULL,
-    task_path TEXT NOT NULL DEFAULT '',
-    channel TEXT NOT NULL,
-    type TEXT NOT NULL,
+    task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
+    channel TEXT COLLATE "C" NOT NULL,
+    type TEXT COLLATE "C" NOT NULL,
     encoding SMALLINT NOT NULL DEFAULT 0,
     blob BYTEA,
     CONSTRAINT tether_writes_pkey
