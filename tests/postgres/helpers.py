@@ -162,3 +162,22 @@ def populate_delta_store(dsn: str, schema: str) -> list[Any]:
             (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
             for t in saver.list(None)
         ]
+
+
+def copy_rows(conn: Any, src: str, dst: str) -> None:
+    """Copy a tether store's rows into an older store's tables, with the older columns.
+
+    ``src`` is a ``"schema".table``, ``dst`` too; the columns are ``dst``'s (an
+    older version has fewer), which is what the older release wrote.
+    """
+    schema, table = (part.strip('"') for part in dst.split("."))
+    cols = [
+        r[0]
+        for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (schema, table),
+        ).fetchall()
+    ]
+    names = ", ".join(cols)
+    conn.execute(f"INSERT INTO {dst} ({names}) SELECT {names} FROM {src}")

@@ -23,7 +23,7 @@ from tether.backends.postgres import _schema
 from tether.base import BaseCheckpointSaver
 
 from .conftest import PlainSerializer, _base_dsn, fresh_schema
-from .helpers import build_old_store, checkpoint
+from .helpers import build_old_store, checkpoint, copy_rows
 
 pytestmark = pytest.mark.postgres
 
@@ -140,7 +140,7 @@ def test_a_store_of_version_10_is_migrated_to_code_point_order(
     with psycopg.connect(en_us_dsn, autocommit=True) as admin:
         build_old_store(admin, old, 10)
         for table in ("tether_checkpoints", "tether_blobs", "tether_writes"):
-            admin.execute(f'INSERT INTO "{old}".{table} SELECT * FROM "{reference}".{table}')
+            copy_rows(admin, f'"{reference}".{table}', f'"{old}".{table}')
         wrong = admin.execute(
             f'SELECT task_id FROM "{old}".tether_writes WHERE thread_id = %s AND channel = %s '
             "AND checkpoint_ns = '' ORDER BY task_path, task_id",

@@ -27,7 +27,7 @@ from tether.cli._app import cli
 from tether.importer import import_store
 
 from .conftest import fresh_schema
-from .helpers import build_old_store, catalog, populate_delta_store
+from .helpers import build_old_store, catalog, copy_rows, populate_delta_store
 from .lg_graphs import THREADS, arun_chat, history, in_schema, resume, run_chat
 
 pytestmark = pytest.mark.postgres
@@ -177,7 +177,7 @@ def test_an_old_tether_store_the_official_saver_wrote_into_is_refused_and_adopta
     expected = populate_delta_store(pg_dsn, reference)
     build_old_store(admin, schema, _schema.RENAMED - 1)
     for table, ours in zip(OFFICIAL[:3], TETHER[:3], strict=True):
-        admin.execute(f'INSERT INTO "{schema}".{table} SELECT * FROM "{reference}".{ours}')
+        copy_rows(admin, f'"{reference}".{ours}', f'"{schema}".{table}')
     with OfficialSaver.from_conn_string(in_schema(pg_dsn, schema)) as theirs:
         theirs.setup()
         run_chat(theirs)

@@ -15,7 +15,7 @@ from tether import PostgresSaver, SchemaVersionError, make_config
 from tether.backends.postgres import _schema
 
 from .conftest import PlainSerializer, fresh_schema
-from .helpers import build_old_store, call, catalog, chain, populate_delta_store
+from .helpers import build_old_store, call, catalog, chain, copy_rows, populate_delta_store
 
 pytestmark = pytest.mark.postgres
 
@@ -304,7 +304,7 @@ def test_a_store_of_the_previous_version_is_renamed_in_place_with_its_data(
         ("checkpoint_blobs", "tether_blobs"),
         ("checkpoint_writes", "tether_writes"),
     ):
-        admin.execute(f'INSERT INTO "{old}".{table} SELECT * FROM "{reference}".{theirs}')
+        copy_rows(admin, f'"{reference}".{theirs}', f'"{old}".{table}')
     tails = admin.execute(
         f"SELECT count(*) FILTER (WHERE base IS NOT NULL), count(*) FILTER (WHERE version "
         f"LIKE '~%%') FROM \"{old}\".checkpoint_blobs"

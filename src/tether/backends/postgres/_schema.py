@@ -34,9 +34,12 @@ bytes zstd-compressed, 1 = zlib-compressed (read only); other codes are
 reserved):
 
 * ``tether_checkpoints(thread_id, checkpoint_ns, checkpoint_id,
-  parent_checkpoint_id, checkpoint JSONB, metadata JSONB)`` -- ``checkpoint``
-  is the checkpoint without channel values except the small primitive ones,
-  kept inline;
+  parent_checkpoint_id, checkpoint JSONB, metadata JSONB, absent TEXT[])`` --
+  ``checkpoint`` is the checkpoint without channel values except the small
+  primitive ones, kept inline; ``absent`` names the channels it lists that had
+  no stored value when it was put (NULL: none; ``{NULL}``: unknown, a row
+  older than version 12), so that a read refuses a channel whose blob row is
+  missing instead of leaving it out;
 * ``tether_blobs(thread_id, checkpoint_ns, channel, version, encoding, type,
   blob, base)`` -- one row per written channel version, and the snapshots of
   append-encoded lists (:mod:`tether.backends._delta`): a row whose ``base``
@@ -275,6 +278,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE {schema}.tether_writes " + _collate_c(_WRITE_TEXT),
         ),
     ),
+    # The channels a checkpoint lists that had no stored value when it was put
+    # (issue #18.4): NULL when there were none, so a read can tell a channel
+    # no put wrote from one whose blob row is gone. Rows written before this
+    # version read '{NULL}' (the added column's value for existing rows, kept
+    # without rewriting the table): nothing is known of them, so their reads
+    # stay lenient. New rows get NULL unless put says otherwise.
+    Migration(
+        "absent channels",
+        (
+            "ALTER TABLE {schema}.tether_checkpoints "
+            "ADD COLUMN absent TEXT[] COLLATE \"C\" DEFAULT '{{NULL}}'",
+            "ALTER TABLE {schema}.tether_checkpoints ALTER COLUMN absent DROP DEFAULT",
+        ),
+    ),
 )
 
 #: The first version whose tables have tether's own names.
@@ -295,6 +312,7 @@ BASELINE: tuple[str, ...] = (
     parent_checkpoint_id TEXT COLLATE "C",
     checkpoint JSONB NOT NULL,
     metadata JSONB NOT NULL DEFAULT '{{}}',
+    absent TEXT[] COLLATE "C",
     CONSTRAINT tether_checkpoints_pkey PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )""",
     """CREATE TABLE {schema}.tether_blobs (
