@@ -268,7 +268,10 @@ async def test_a_pool_whose_connections_all_died_recovers_on_the_next_call(
     async with saver:
         cp = checkpoint(VALUES, VERSIONS)
         cfg = await _call(mode, saver, "put", make_config("t"), cp, {"source": "input"}, VERSIONS)
-        pool = saver._res.owned_sync if mode == "sync" else saver._res.owned_aio
+        if mode == "sync":
+            pool: Any = saver._res.owned_sync
+        else:
+            pool = saver._res.loops.pool(asyncio.get_running_loop())
         assert pool is not None
         if mode == "sync":
             pool.wait()

@@ -6,10 +6,9 @@ manager, ``setup()``), plus tether's options as keywords. Both are the same
 saver underneath; they differ in how they are opened and closed:
 
 * ``from_conn_string`` (either class) gives a saver that owns its pools and
-  serves sync *and* async graphs, each half with its own pool opened on first
-  use. ``AsyncPostgresSaver.from_conn_string`` closes both on exit; the sync
-  one closes the sync pool, so a program that also runs async graphs on it
-  should ``await saver.aclose()`` before its event loop ends.
+  serves sync *and* async graphs: a sync pool, and an async pool per event
+  loop, each opened on first use. Either class closes them all on exit (an
+  async pool on its own loop).
 * Built from a sync ``Connection``/``ConnectionPool``, async calls run the
   sync methods in a worker thread. Built from an ``AsyncConnection``/
   ``AsyncConnectionPool``, sync calls raise :class:`~tether.errors.ConfigError`
@@ -28,7 +27,6 @@ import`` command that brings the threads over, unless ``import_official=True``
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, Self
@@ -83,7 +81,6 @@ class PostgresSaver(TetherLangGraphSaver):
     """
 
     saver: _TetherPostgresSaver
-    _closing: asyncio.Task[None] | None = None  # a close scheduled on the running loop
 
     def __init__(
         self,
@@ -194,23 +191,18 @@ class PostgresSaver(TetherLangGraphSaver):
         await self.aclose()
 
     def close(self) -> None:
-        """Close the pools the saver owns (nothing it was given).
+        """Close the saver (every later call raises StorageError) and the pools it owns.
 
-        The sync pool closes at once. An async pool (opened when async graphs
-        used this saver) can only be closed on its event loop: when ``close``
-        runs inside that loop (a sync ``with`` block in async code), the close
-        is scheduled there and runs at the caller's next ``await``; otherwise
-        call ``await saver.aclose()``.
+        Resources it was given stay open. The sync pool closes at once; an
+        async pool (one per event loop that ran async graphs on this saver) is
+        closed on its loop: scheduled there when the loop is running (this
+        one included: at the caller's next ``await``); ``await aclose()``
+        waits for the running loop's.
         """
         self.saver.close()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._closing = loop.create_task(self.saver.aclose())
 
     async def aclose(self) -> None:
-        """Close every pool the saver owns (nothing it was given)."""
+        """Close the saver and every pool it owns, awaiting the running loop's."""
         await self.saver.aclose()
 
 

@@ -73,6 +73,7 @@ from tether.errors import (
     ConfigError,
     MigrationError,
     SchemaVersionError,
+    StorageError,
     TetherError,
     ThreadBusyError,
 )
@@ -140,6 +141,17 @@ class _AsyncPostgresCore:
         self._json_ready: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self._lock = asyncio.Lock()
         self._leases: set[str] = set()
+        # Set by the saver's close(): every later operation, and the next page
+        # of a listing already under way, raises it instead of using a resource.
+        self._closed: StorageError | None = None
+
+    def mark_closed(self, error: StorageError) -> None:
+        """Refuse every operation from now on with ``error`` (the saver was closed)."""
+        self._closed = error
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise StorageError(str(self._closed))
 
     # --- connections ------------------------------------------------------------------
 
@@ -155,6 +167,7 @@ class _AsyncPostgresCore:
     @asynccontextmanager
     async def _raw(self) -> AsyncIterator[AsyncConnection[Any]]:
         """A connection for one operation, without pipeline mode."""
+        self._check_open()
         if self._pool is not None:
             async with self._pool.connection() as conn:
                 self._configure(conn)
@@ -446,6 +459,7 @@ class _AsyncPostgresCore:
         A URL-built saver opens a connection of its own, so a long lease never
         takes a slot of the pool its run needs.
         """
+        self._check_open()
         if self._conninfo is not None:
             conn = await AsyncConnection.connect(
                 self._conninfo, **{**self._connect_kwargs, "autocommit": True}

@@ -13,12 +13,20 @@ built from                    sync methods                async methods
 
 A URL-built saver creates each pool on first use (an async pool must be
 opened inside a running event loop), so a purely async program never opens
-the sync pool and vice versa. There is deliberately no sync-over-async
-bridge (a sync call waiting on the event loop deadlocks when made from the
-loop thread): a saver built from an async-only resource refuses sync calls
-with a :class:`~tether.errors.ConfigError` that says what to do instead.
+the sync pool and vice versa. An async pool belongs to the event loop that
+opened it, so each event loop gets one of its own (:mod:`._loops`): two
+loops at once in two threads, or ``asyncio.run`` after ``asyncio.run``, each
+use their own pool; those of loops that have ended are dropped. After
+:meth:`PostgresSaver.close` (or ``aclose``) every method raises
+:class:`~tether.errors.StorageError` instead of opening a pool again.
 
-Pool sizing: each pool holds up to ``pool_size`` connections (default 10).
+There is deliberately no sync-over-async bridge (a sync call waiting on the
+event loop deadlocks when made from the loop thread): a saver built from an
+async-only resource refuses sync calls with a
+:class:`~tether.errors.ConfigError` that says what to do instead.
+
+Pool sizing: each pool holds up to ``pool_size`` connections (default 10;
+the sync pool and each event loop's async pool).
 One operation uses one connection for one statement or transaction (``list``
 one per page), so ``pool_size`` bounds the concurrent operations of this
 process, not the number of threads served; size it to your worker
@@ -35,7 +43,7 @@ import asyncio
 import copy
 import shlex
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from typing import Any, Self
 
@@ -49,6 +57,7 @@ from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
+from tether.backends.postgres._loops import LoopPools
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import _PostgresCore
 from tether.backends.postgres._urls import (
@@ -65,7 +74,7 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
 )
-from tether.errors import ConfigError, TetherError
+from tether.errors import ConfigError, StorageError, TetherError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
 __all__ = ["PostgresSaver"]
@@ -128,11 +137,11 @@ class _Resources:
 
     def __init__(self) -> None:
         self.sync: _PostgresCore | None = None
-        self.aio: _AsyncPostgresCore | None = None
+        self.aio: _AsyncPostgresCore | None = None  # a caller's async connection or pool
         self.sync_lock = threading.Lock()
-        self.aio_lock: asyncio.Lock | None = None
         self.owned_sync: ConnectionPool[Any] | None = None
-        self.owned_aio: AsyncConnectionPool[Any] | None = None
+        self.loops = LoopPools()  # a URL-built saver's async pools, one per event loop
+        self.closed: StorageError | None = None
         self.url: str | None = None
         self.source: _Source | None = None
         self.pool_args: dict[str, Any] = {}
@@ -337,8 +346,13 @@ class PostgresSaver(BaseCheckpointSaver):
 
     # --- the two cores --------------------------------------------------------------
 
+    def _check_open(self) -> None:
+        if self._res.closed is not None:
+            raise StorageError(str(self._res.closed))
+
     def _sync_core(self) -> _PostgresCore:
         res = self._res
+        self._check_open()
         if res.sync is not None:
             return res.sync
         if res.url is None:
@@ -348,6 +362,7 @@ class PostgresSaver(BaseCheckpointSaver):
                 "PostgresSaver.from_conn_string(url), which serves sync and async callers"
             )
         with res.sync_lock:
+            self._check_open()
             if res.sync is None:
                 _probe(res)
                 pool: ConnectionPool[Any] = ConnectionPool(
@@ -364,27 +379,34 @@ class PostgresSaver(BaseCheckpointSaver):
         return res.sync
 
     async def _aio_core(self) -> _AsyncPostgresCore | None:
+        """The async core for the running event loop (``None``: serve async calls in threads)."""
         res = self._res
-        if res.aio is not None or res.url is None:
+        self._check_open()
+        if res.url is None:
             return res.aio
-        if res.aio_lock is None:
-            res.aio_lock = asyncio.Lock()
-        async with res.aio_lock:
-            if res.aio is None:
-                await _aprobe(res)
-                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                    res.url,
-                    kwargs=res.connect_kwargs,
-                    open=False,
-                    name="tether-async",
-                    **res.pool_args,
-                )
-                await pool.open()
-                res.owned_aio = pool
-                res.aio = _AsyncPostgresCore(
-                    pool, conninfo=res.url, connect_kwargs=res.connect_kwargs, **self._options
-                )
-        return res.aio
+        url = res.url
+
+        async def open_pool(
+            configure: Callable[[AsyncConnection[Any]], Awaitable[None]],
+        ) -> AsyncConnectionPool[Any]:
+            await _aprobe(res)
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                url,
+                kwargs=res.connect_kwargs,
+                open=False,
+                name="tether-async",
+                configure=configure,
+                **res.pool_args,
+            )
+            await pool.open()
+            return pool
+
+        def make_core(pool: AsyncConnectionPool[Any]) -> _AsyncPostgresCore:
+            return _AsyncPostgresCore(
+                pool, conninfo=url, connect_kwargs=res.connect_kwargs, **self._options
+            )
+
+        return await res.loops.core(open_pool, make_core, self._check_open)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -400,23 +422,44 @@ class PostgresSaver(BaseCheckpointSaver):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def close(self) -> None:
-        """Close the sync pool this saver owns (an owned async pool needs :meth:`aclose`)."""
+    def _mark_closed(self) -> list[Any]:
+        """Refuse every later call (clones too); the cores to refuse it in as well."""
         res = self._res
-        pool, res.owned_sync = res.owned_sync, None
+        if res.closed is None:
+            res.closed = StorageError(
+                f"the PostgresSaver on {self._store_name(password=False)} is closed; open a new one"
+            )
+        cores: list[Any] = [res.sync, res.aio, *res.loops.cores()]
+        for core in cores:
+            if core is not None:
+                core.mark_closed(res.closed)
+        return cores
+
+    def close(self) -> None:
+        """Close the saver: every later call raises :class:`~tether.errors.StorageError`.
+
+        The pools it owns are closed: the sync one at once, each event loop's
+        async one on its loop (scheduled there when that loop is running, this
+        thread's included; awaited by :meth:`aclose`). Resources it was given
+        stay open.
+        """
+        self._mark_closed()
+        res = self._res
+        with res.sync_lock:
+            pool, res.owned_sync = res.owned_sync, None
         if pool is not None:
-            res.sync = None
             pool.close()
+        res.loops.close()
 
     async def aclose(self) -> None:
-        """Close every pool this saver owns; resources it was given stay open."""
+        """Close the saver as :meth:`close` does, awaiting the running loop's pool."""
+        self._mark_closed()
         res = self._res
-        pool, res.owned_aio = res.owned_aio, None
+        await res.loops.aclose()
+        with res.sync_lock:
+            pool, res.owned_sync = res.owned_sync, None
         if pool is not None:
-            res.aio = None
-            await pool.close()
-        if res.owned_sync is not None:
-            await asyncio.to_thread(self.close)
+            await asyncio.to_thread(pool.close)
 
     def setup(self) -> None:
         """Create or migrate the schema; safe to call from many processes at once.
@@ -631,6 +674,7 @@ class PostgresSaver(BaseCheckpointSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         res = self._res
+        self._check_open()
         if res.aio is not None:
             # Validates now, so bad input fails at the call.
             return res.aio.alist(self.serde, config, filter=filter, before=before, limit=limit)

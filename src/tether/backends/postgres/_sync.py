@@ -71,6 +71,7 @@ from tether.errors import (
     ConfigError,
     MigrationError,
     SchemaVersionError,
+    StorageError,
     TetherError,
     ThreadBusyError,
 )
@@ -138,6 +139,17 @@ class _PostgresCore:
         self._json_ready: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._leases: set[str] = set()
+        # Set by the saver's close(): every later operation, and the next page
+        # of a listing already under way, raises it instead of using a resource.
+        self._closed: StorageError | None = None
+
+    def mark_closed(self, error: StorageError) -> None:
+        """Refuse every operation from now on with ``error`` (the saver was closed)."""
+        self._closed = error
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise StorageError(str(self._closed))
 
     # --- connections ------------------------------------------------------------------
 
@@ -153,6 +165,7 @@ class _PostgresCore:
     @contextmanager
     def _raw(self) -> Iterator[Connection[Any]]:
         """A connection for one operation, without pipeline mode."""
+        self._check_open()
         if self._pool is not None:
             with self._pool.connection() as conn:
                 self._configure(conn)
@@ -444,6 +457,7 @@ class _PostgresCore:
         A URL-built saver opens a connection of its own, so a long lease never
         takes a slot of the pool its run needs.
         """
+        self._check_open()
         if self._conninfo is not None:
             conn = Connection.connect(
                 self._conninfo, **{**self._connect_kwargs, "autocommit": True}
