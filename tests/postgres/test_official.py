@@ -290,13 +290,22 @@ async def test_import_official_true_from_async_code(pg_dsn: str, official: tuple
     async with tlg.AsyncPostgresSaver.from_conn_string(url, import_official=True) as ours:
         await ours.setup()
         assert history(ours) == before
-    # An async connection: the import runs on a sync connection of its own.
+
+
+async def test_import_official_true_on_an_async_connection(
+    pg_dsn: str, official: tuple[str, Any]
+) -> None:
+    """An async-only saver: the import runs on a sync connection of its own, same parameters."""
+    schema, before = official
     conn = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
     try:
-        saver = tlg.AsyncPostgresSaver(conn, schema=fresh_schema(), import_official=True)
-        await saver.setup()  # a schema of its own: nothing to import
+        saver = tlg.AsyncPostgresSaver(conn, schema=schema, import_official=True)
+        await saver.setup()
+        assert len([t async for t in saver.alist(None)]) == len(before["tuples"])
     finally:
         await conn.close()
+    with tlg.PostgresSaver.from_conn_string(url_of(pg_dsn, schema)) as ours:
+        assert history(ours) == before
 
 
 async def test_import_official_none_and_false_from_async_code(
