@@ -378,7 +378,7 @@ class _OfficialPostgres:
             "reading the tables",
             "SELECT table_name, column_name FROM information_schema.columns "
             "WHERE table_schema = %s AND table_name = ANY(%s)",
-            (self.schema, [*_PG_TABLES, "tether_migrations"]),
+            (self.schema, [*_PG_TABLES, "tether_migrations", "tether_checkpoints"]),
         )
         columns: dict[str, set[str]] = {}
         for table, column in rows:
@@ -387,6 +387,16 @@ class _OfficialPostgres:
             raise ConfigError(
                 f"{self.where} holds a tether store, not LangGraph's PostgresSaver tables; "
                 "`tether import` reads LangGraph's stores"
+            )
+        if "tether_migrations" in columns and "tether_checkpoints" not in columns:
+            # A tether store from before its own table names, with LangGraph's
+            # migrations table beside it: both programs wrote into the same
+            # tables, and tether's rows (append tails) would be read as LangGraph's.
+            raise ConfigError(
+                f"{self.where}: LangGraph's PostgresSaver and a tether store older than "
+                "schema version 10 share these tables, so LangGraph's rows cannot be told "
+                "from tether's; open the schema with tether's PostgresSaver.setup() for how "
+                "to separate them"
             )
         missing = [t for t in _PG_TABLES if t not in columns]
         if missing:

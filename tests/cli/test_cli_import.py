@@ -255,7 +255,9 @@ def test_postgres_import_answers_as_the_official_store(
         rows = _pg_rows(url, "imported")
         second = import_store(url + "?schema=public", saver)
         assert _pg_rows(url, "imported") == rows
-        assert _pg_writes(url, "imported") == _pg_writes(url, "public")
+        assert _pg_writes(url, "imported.tether_writes") == _pg_writes(
+            url, "public.checkpoint_writes"
+        )
     assert _counts(first) == _counts(second)
     assert first.checkpoints == len(before["tuples"])
     with tlg.PostgresSaver.from_conn_string(url, schema="imported", pool_size=2) as drop_in:
@@ -319,21 +321,22 @@ def test_postgres_sources_that_are_not_official_stores(pg_database: str, tmp_pat
 
 
 def _pg_rows(url: str, schema: str) -> dict[str, int]:
+    """Rows of the tether store in ``schema``."""
     import psycopg
 
     with psycopg.connect(url) as conn:
         return {
             t: conn.execute(f"SELECT count(*) FROM {schema}.{t}").fetchone()[0]  # type: ignore[index]
-            for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+            for t in ("tether_checkpoints", "tether_blobs", "tether_writes")
         }
 
 
-def _pg_writes(url: str, schema: str) -> list[tuple[Any, ...]]:
+def _pg_writes(url: str, table: str) -> list[tuple[Any, ...]]:
     import psycopg
 
     cols = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel"
     with psycopg.connect(url) as conn:
-        return sorted(conn.execute(f"SELECT {cols} FROM {schema}.checkpoint_writes").fetchall())
+        return sorted(conn.execute(f"SELECT {cols} FROM {table}").fetchall())
 
 
 def test_write_batches_keep_indexes() -> None:

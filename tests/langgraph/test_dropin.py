@@ -94,8 +94,8 @@ async def test_sync_opened_saver_serves_sync_and_async_graphs(
 ) -> None:
     with open_saver(backend, tmp_path, request) as saver:
         await run_both(saver)
-    if isinstance(saver, PostgresSaver) and saver._closing is not None:
-        await saver._closing  # the async pool closes on the loop
+    if isinstance(saver, PostgresSaver):
+        await saver.saver._res.loops.closed()  # the async pool closes on the loop
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -324,11 +324,12 @@ async def test_sync_opened_postgres_closes_its_async_pool_too(pg_dsn: str) -> No
     with PostgresSaver.from_conn_string(pg_dsn, schema=fresh_schema()) as saver:
         saver.setup()
         assert (await counter_graph(saver).ainvoke({}, cfg("t")))["n"] == 1
-    resources = saver.saver._res
-    assert resources.owned_aio is not None  # still open: closing needs the loop
-    assert saver._closing is not None
-    await saver._closing
-    assert resources.owned_aio is None
+        resources = saver.saver._res
+        pool = resources.loops.pool(asyncio.get_running_loop())
+        assert pool is not None
+    assert not pool.closed  # closing needs this loop: scheduled on it
+    await resources.loops.closed()
+    assert pool.closed
     assert resources.owned_sync is None
 
 

@@ -34,7 +34,7 @@ async def grow(
 
 def rows(admin: psycopg.Connection[Any], schema: str) -> list[tuple[Any, ...]]:
     return admin.execute(
-        f'SELECT version, base, length(blob) FROM "{schema}".checkpoint_blobs '
+        f'SELECT version, base, length(blob) FROM "{schema}".tether_blobs '
         "WHERE channel = 'history'"
     ).fetchall()
 
@@ -93,7 +93,7 @@ async def test_a_sweep_skips_a_snapshot_a_concurrent_put_is_extending(
         state = await grow("sync", saver, "t", 2, state)
         with psycopg.connect(pg_dsn) as other:  # a put in flight: its tail locks `first`
             other.execute(
-                f"INSERT INTO {q}.checkpoint_blobs (thread_id, checkpoint_ns, channel, version, "
+                f"INSERT INTO {q}.tether_blobs (thread_id, checkpoint_ns, channel, version, "
                 "type, encoding, blob, base) VALUES ('t', '', 'history', 'in-flight', "
                 "'msgpack', 0, '\\x90', %s)",
                 (first,),
@@ -117,7 +117,7 @@ def test_the_database_refuses_a_tail_without_its_snapshot(
         saver.setup()
     with pytest.raises(psycopg.errors.ForeignKeyViolation):
         admin.execute(
-            f'INSERT INTO "{schema}".checkpoint_blobs (thread_id, checkpoint_ns, channel, '
+            f'INSERT INTO "{schema}".tether_blobs (thread_id, checkpoint_ns, channel, '
             "version, type, blob, base) VALUES ('t', '', 'c', '1', 'msgpack', '\\x90', "
             "'~00000000000000000000000000000000')"
         )

@@ -44,7 +44,7 @@ class Blocker:
     def __init__(self, dsn: str, schema: str, thread: str, cid: str) -> None:
         self.conn = psycopg.connect(dsn)
         self.conn.execute(
-            f'INSERT INTO "{schema}".checkpoints (thread_id, checkpoint_ns, checkpoint_id, '
+            f'INSERT INTO "{schema}".tether_checkpoints (thread_id, checkpoint_ns, checkpoint_id, '
             "checkpoint) VALUES (%s, '', %s, '{}')",
             (thread, cid),
         )
@@ -87,8 +87,8 @@ def terminate(admin: psycopg.Connection[Any], pid: int) -> None:
 def visible(admin: psycopg.Connection[Any], schema: str, thread: str) -> tuple[int, int]:
     q = f'"{schema}"'
     row = admin.execute(
-        f"SELECT (SELECT count(*) FROM {q}.checkpoints WHERE thread_id = %(t)s), "
-        f"(SELECT count(*) FROM {q}.checkpoint_blobs WHERE thread_id = %(t)s)",
+        f"SELECT (SELECT count(*) FROM {q}.tether_checkpoints WHERE thread_id = %(t)s), "
+        f"(SELECT count(*) FROM {q}.tether_blobs WHERE thread_id = %(t)s)",
         {"t": thread},
     ).fetchone()
     assert row is not None
@@ -268,7 +268,10 @@ async def test_a_pool_whose_connections_all_died_recovers_on_the_next_call(
     async with saver:
         cp = checkpoint(VALUES, VERSIONS)
         cfg = await _call(mode, saver, "put", make_config("t"), cp, {"source": "input"}, VERSIONS)
-        pool = saver._res.owned_sync if mode == "sync" else saver._res.owned_aio
+        if mode == "sync":
+            pool: Any = saver._res.owned_sync
+        else:
+            pool = saver._res.loops.pool(asyncio.get_running_loop())
         assert pool is not None
         if mode == "sync":
             pool.wait()

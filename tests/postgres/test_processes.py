@@ -241,11 +241,11 @@ def test_prune_while_another_process_appends(
     q = f'"{schema}"'
     orphans = admin.execute(
         f"""WITH live AS (
-            SELECT b.* FROM {q}.checkpoint_blobs b WHERE EXISTS (
-                SELECT 1 FROM {q}.checkpoints c
+            SELECT b.* FROM {q}.tether_blobs b WHERE EXISTS (
+                SELECT 1 FROM {q}.tether_checkpoints c
                 WHERE c.thread_id = b.thread_id AND c.checkpoint ->
                       'channel_versions' ->> b.channel = b.version))
-        SELECT count(*) FROM {q}.checkpoint_blobs b
+        SELECT count(*) FROM {q}.tether_blobs b
         WHERE NOT EXISTS (
             SELECT 1 FROM live WHERE live.thread_id = b.thread_id
               AND live.channel = b.channel AND live.version = b.version)
@@ -254,11 +254,11 @@ def test_prune_while_another_process_appends(
               AND live.channel = b.channel AND live.base = b.version)"""
     ).fetchone()
     assert orphans == (0,)
-    tails = admin.execute(f"SELECT count(*) FROM {q}.checkpoint_blobs WHERE base IS NOT NULL")
+    tails = admin.execute(f"SELECT count(*) FROM {q}.tether_blobs WHERE base IS NOT NULL")
     assert tails.fetchone()[0] >= keep  # type: ignore[index]
     writes = admin.execute(
-        f"""SELECT count(*) FROM {q}.checkpoint_writes w WHERE NOT EXISTS (
-            SELECT 1 FROM {q}.checkpoints c WHERE c.thread_id = w.thread_id
+        f"""SELECT count(*) FROM {q}.tether_writes w WHERE NOT EXISTS (
+            SELECT 1 FROM {q}.tether_checkpoints c WHERE c.thread_id = w.thread_id
               AND c.checkpoint_id = w.checkpoint_id)"""
     ).fetchone()
     assert writes == (0,)

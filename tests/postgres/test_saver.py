@@ -264,7 +264,7 @@ async def test_injection_looking_filter_keys_match_nothing(
         assert await listing(mode, saver, None, filter={key: 1}) == []
         assert await listing(mode, saver, make_config("t"), filter={key: "x", "n": 1}) == []
     assert len(await listing(mode, saver, None)) == 3
-    row = admin.execute(f'SELECT count(*) FROM "{schema}".checkpoints').fetchone()
+    row = admin.execute(f'SELECT count(*) FROM "{schema}".tether_checkpoints').fetchone()
     assert row is not None
     assert row[0] == 3
     # a key that is really stored with such a name is matched, as a plain key
@@ -304,7 +304,7 @@ async def test_delete_thread(
     await chain(mode, saver, "other", 2)
     await call(mode, saver, "put_writes", configs[-1], [("x", 1)], "task")
     await call(mode, saver, "delete_thread", "t")
-    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+    for table in ("tether_checkpoints", "tether_blobs", "tether_writes"):
         assert await _count(admin, schema, table, "t") == 0
     assert len(await listing(mode, saver, make_config("other"))) == 2
 
@@ -332,8 +332,8 @@ async def test_delete_for_runs_collects_blobs(
     assert [t.config for t in got] == [r2]
     assert got[0].checkpoint["channel_values"] == {"messages": ["only-r2"]}
     assert got[0].pending_writes == [("task", "x", 2)]
-    assert await _count(admin, schema, "checkpoint_blobs", "t") == 1
-    assert await _count(admin, schema, "checkpoint_writes", "t") == 1
+    assert await _count(admin, schema, "tether_blobs", "t") == 1
+    assert await _count(admin, schema, "tether_writes", "t") == 1
     await call(mode, saver, "delete_for_runs", [])
 
 
@@ -387,8 +387,8 @@ async def test_prune(
         step = t.metadata["step"]
         assert t.checkpoint["channel_values"]["messages"] == [f"m{i}" for i in range(step + 1)]
     # blobs: only the kept checkpoints' versions (messages is a blob; step is inline)
-    assert await _count(admin, schema, "checkpoint_blobs", "t") == 2 * left
-    assert await _count(admin, schema, "checkpoint_writes", "t") == 2 * left
+    assert await _count(admin, schema, "tether_blobs", "t") == 2 * left
+    assert await _count(admin, schema, "tether_writes", "t") == 2 * left
     assert len(await listing(mode, saver, make_config("other"))) == 3
     with pytest.raises(ConfigError):
         await call(mode, saver, "prune", ["t"], strategy="keep_last", keep=0)
@@ -425,9 +425,9 @@ async def test_a_connection_without_autocommit_commits_every_operation(
         cp = checkpoint({"step": 9}, {"step": "9"})
         latest = await call(mode, saver, "put", configs[-1], cp, {}, {"step": "9"})
         await call(mode, saver, "put_writes", latest, [("x", 1)], "task")
-        seen = admin.execute(f"SELECT count(*) FROM {q}.checkpoints").fetchone()
+        seen = admin.execute(f"SELECT count(*) FROM {q}.tether_checkpoints").fetchone()
         assert seen == (3,)  # visible to another session: committed
-        writes = admin.execute(f"SELECT count(*) FROM {q}.checkpoint_writes").fetchone()
+        writes = admin.execute(f"SELECT count(*) FROM {q}.tether_writes").fetchone()
         assert writes == (1,)
         status = conn.info.transaction_status
         assert status == psycopg.pq.TransactionStatus.IDLE  # nothing left open
@@ -455,10 +455,13 @@ async def test_a_key_too_large_for_an_index_is_a_config_error(mode: str, pg_dsn:
     from .conftest import aurl_saver
 
     async with aurl_saver(pg_dsn) as saver:
+        # Names are limited to 512 bytes before they reach Postgres; a run_id is
+        # metadata, and its index entry is what overflows here.
         huge = os.urandom(8000).hex()  # 16,000 characters that do not compress
         cp = checkpoint({"a": 1}, {"a": "1"})
+        meta = {"run_id": huge}
         with pytest.raises(ConfigError, match="too large for Postgres") as info:
-            await call(mode, saver, "put", make_config("t"), cp, {"run_id": huge}, {"a": "1"})
+            await call(mode, saver, "put", make_config("t"), cp, meta, {"a": "1"})
         assert isinstance(info.value.__cause__, pg_errors.ProgramLimitExceeded)
         assert not is_retryable(info.value.__cause__)
         assert len(str(info.value)) < 1000  # the thread id is not quoted whole

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,21 +15,21 @@ from tether import PostgresSaver, SchemaVersionError, make_config
 from tether.backends.postgres import _schema
 
 from .conftest import PlainSerializer, fresh_schema
-from .helpers import call, chain
+from .helpers import build_old_store, call, catalog, chain, copy_rows, populate_delta_store
 
 pytestmark = pytest.mark.postgres
 
 CHILD = str(Path(__file__).with_name("pg_child.py"))
-TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "tether_migrations")
+TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_migrations")
 INDEXES = {
-    "checkpoints_pkey",
-    "checkpoint_blobs_pkey",
-    "checkpoint_writes_pkey",
-    "checkpoints_thread_ns_idx",
-    "checkpoints_id_idx",
-    "checkpoints_run_id_idx",
-    "checkpoints_metadata_idx",
-    "checkpoint_blobs_base_idx",
+    "tether_checkpoints_pkey",
+    "tether_blobs_pkey",
+    "tether_writes_pkey",
+    "tether_checkpoints_thread_ns_idx",
+    "tether_checkpoints_id_idx",
+    "tether_checkpoints_run_id_idx",
+    "tether_checkpoints_metadata_idx",
+    "tether_blobs_base_idx",
     "tether_migrations_pkey",
 }
 
@@ -95,13 +96,15 @@ def test_eight_processes_set_up_one_fresh_schema_at_once(
 def test_concurrent_index_builds_run_outside_a_transaction(
     pg_dsn: str, admin: psycopg.Connection[Any]
 ) -> None:
-    """The saver's connection is not in autocommit: setup still builds the indexes CONCURRENTLY."""
+    """Upgrading on a connection not in autocommit still builds indexes CONCURRENTLY."""
     schema = fresh_schema()
+    build_old_store(admin, schema, 2)  # before the index builds of versions 3-5, 7, 8
     with psycopg.connect(pg_dsn) as conn:  # autocommit off: every statement opens a transaction
         assert not conn.autocommit
         PostgresSaver(conn, schema=schema).setup()
         assert not conn.autocommit  # given back as it came
     assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
+    assert versions(admin, schema) == list(range(1, _schema.SCHEMA_VERSION + 1))
     assert all(_schema.MIGRATIONS[v - 1].name for v in versions(admin, schema))
     assert any(m.concurrent for m in _schema.MIGRATIONS)
     for m in _schema.MIGRATIONS:
@@ -113,13 +116,12 @@ def test_an_invalid_index_left_by_an_interrupted_build_is_rebuilt(
     pg_dsn: str, admin: psycopg.Connection[Any]
 ) -> None:
     schema = fresh_schema()
-    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
-        saver.setup()
-    # Simulate a CREATE INDEX CONCURRENTLY that died half way: the index exists, INVALID,
-    # and its migration was not recorded.
+    # A store upgraded to the last index build, which died half way: the index
+    # exists, INVALID, and its migration was not recorded.
     last = max(v for v, m in enumerate(_schema.MIGRATIONS, start=1) if m.index is not None)
     name = _schema.MIGRATIONS[last - 1].index
     assert name is not None
+    build_old_store(admin, schema, last)
     admin.execute(f'DELETE FROM "{schema}".tether_migrations WHERE v >= %s', (last,))
     admin.execute(
         "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
@@ -154,7 +156,7 @@ async def test_a_newer_schema_is_refused_and_left_untouched(
         (newer,),
     )
     # A migration this tether does not know dropped an index; nothing may recreate it.
-    admin.execute(f'DROP INDEX "{schema}".checkpoints_id_idx')
+    admin.execute(f'DROP INDEX "{schema}".tether_checkpoints_id_idx')
     before = _snapshot(admin, schema)
     saver = PostgresSaver.from_conn_string(pg_dsn, schema=schema)
     async with saver:
@@ -184,18 +186,14 @@ async def test_setup_is_idempotent_and_schemas_are_independent(
 
 
 def test_a_schema_of_an_older_release_is_migrated_with_its_data(
-    pg_dsn: str, admin: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    pg_dsn: str, admin: psycopg.Connection[Any]
 ) -> None:
     """A store set up before append deltas (version 5) keeps its rows and takes tails."""
     from tether.serde import MsgpackSerializer
     from tether.testing._history import message
 
     schema = fresh_schema()
-    with monkeypatch.context() as patch:
-        patch.setattr(_schema, "MIGRATIONS", _schema.MIGRATIONS[:5])
-        patch.setattr(_schema, "SCHEMA_VERSION", 5)
-        with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
-            saver.setup()
+    build_old_store(admin, schema, 5)
     assert versions(admin, schema) == [1, 2, 3, 4, 5]
     history = [message(i) for i in range(30)]
     tag, data = MsgpackSerializer().dumps_typed(history)
@@ -233,7 +231,100 @@ def test_a_schema_of_an_older_release_is_migrated_with_its_data(
     assert versions(admin, schema) == list(range(1, _schema.SCHEMA_VERSION + 1))
     assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
     tails = admin.execute(
-        f'SELECT count(*) FROM "{schema}".checkpoint_blobs WHERE base IS NOT NULL'
+        f'SELECT count(*) FROM "{schema}".tether_blobs WHERE base IS NOT NULL'
     ).fetchone()
     assert tails is not None
     assert tails[0] >= 14
+
+
+def test_the_baseline_builds_what_the_steps_build(admin: psycopg.Connection[Any]) -> None:
+    """A new schema gets BASELINE at once; an old one the steps: the same tables in the end.
+
+    Foreign keys are compared without their validation state: the step that
+    added the base key on a populated table adds it NOT VALID.
+    """
+    fresh, upgraded = fresh_schema(), fresh_schema()
+    with psycopg.connect(admin.info.dsn, autocommit=True) as conn:
+        PostgresSaver(conn, schema=fresh).setup()
+        build_old_store(conn, upgraded, 1)
+        PostgresSaver(conn, schema=upgraded).setup()
+
+    def shape(schema: str) -> list[Any]:
+        return [
+            (kind, name, text.replace(schema, "S").removesuffix(" NOT VALID"))
+            for kind, name, text, _ in catalog(admin, schema)
+        ]
+
+    assert shape(fresh) == shape(upgraded)
+    assert {r[1] for r in catalog(admin, fresh) if r[0] == "table"} == set(TABLES) | INDEXES
+    assert versions(admin, fresh) == versions(admin, upgraded)
+
+
+def test_a_new_store_is_created_in_one_transaction_of_tether_objects_only(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    """Every object a fresh setup() creates is named tether_*; no step of the upgrade path runs."""
+    schema = fresh_schema()
+    log: list[str] = []
+
+    class Logged(psycopg.Cursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            log.append(str(query))
+            return super().execute(query, params, **kwargs)
+
+    with psycopg.connect(pg_dsn, autocommit=True, cursor_factory=Logged) as conn:
+        PostgresSaver(conn, schema=schema).setup()
+    ddl = [q for q in log if q.lstrip().upper().startswith(("CREATE", "ALTER", "DROP"))]
+    assert ddl
+    assert not [q for q in ddl if "CONCURRENTLY" in q]  # the baseline, not the steps
+    for query in ddl:
+        if query.startswith("CREATE SCHEMA"):
+            continue
+        names = re.findall(r'"' + schema + r'"\.(\w+)|INDEX (\w+)', query)
+        touched = {a or b for a, b in names}
+        assert touched, query
+        assert all(t.startswith("tether_") for t in touched), query
+    assert all(r[1].startswith("tether_") for r in catalog(admin, schema))
+
+
+def test_a_store_of_the_previous_version_is_renamed_in_place_with_its_data(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    """Version 9 (the official table names) -> tether_* names: every row reads back equal.
+
+    The previous release wrote the same rows under the old names; they are
+    written here by this release into a reference schema and copied over, as
+    the rename changes no row format.
+    """
+    reference, old = fresh_schema(), fresh_schema()
+    expected = populate_delta_store(pg_dsn, reference)
+    build_old_store(admin, old, _schema.RENAMED - 1)
+    for table, theirs in (
+        ("checkpoints", "tether_checkpoints"),
+        ("checkpoint_blobs", "tether_blobs"),
+        ("checkpoint_writes", "tether_writes"),
+    ):
+        copy_rows(admin, f'"{reference}".{theirs}', f'"{old}".{table}')
+    tails = admin.execute(
+        f"SELECT count(*) FILTER (WHERE base IS NOT NULL), count(*) FILTER (WHERE version "
+        f"LIKE '~%%') FROM \"{old}\".checkpoint_blobs"
+    ).fetchone()
+    assert tails is not None
+    assert tails[0] > 10  # append tails
+    assert tails[1] > 2  # and their snapshots
+    from tether.serde import MsgpackSerializer
+
+    with PostgresSaver.from_conn_string(pg_dsn, schema=old, serde=MsgpackSerializer()) as saver:
+        saver.setup()
+        got = [
+            (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+            for t in saver.list(None)
+        ]
+    assert got == expected
+    assert len(got) == 120
+    assert all(t[4] for t in got)  # pending writes came through
+    assert versions(admin, old) == list(range(1, _schema.SCHEMA_VERSION + 1))
+    assert indexes(admin, old) == dict.fromkeys(INDEXES, True)
+    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        gone = admin.execute("SELECT to_regclass(%s)", (f'"{old}".{table}',)).fetchone()
+        assert gone == (None,)

@@ -17,6 +17,7 @@ import abc
 import contextlib
 import json
 import os
+import shlex
 import sqlite3
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
-from tether.errors import ConfigError, StorageError, TetherError
+from tether.errors import ConfigError, StorageError, StorageUnavailable, TetherError
 from tether.importer import source_serializer
 from tether.stores import StoreURL, parse_store_url
 
@@ -217,15 +218,18 @@ def _open_sqlite(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str
 
 # --- Postgres -------------------------------------------------------------------------
 
+# tether's tables in a Postgres schema (LangGraph's official ones may sit beside them).
+_PG_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
+
 _PG_THREADS = """
 SELECT t.thread_id, t.n, t.nss, l.checkpoint_id, l.step, l.ts
 FROM (
     SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss
-    FROM {s}.checkpoints GROUP BY thread_id
+    FROM {s}.tether_checkpoints GROUP BY thread_id
 ) AS t
 CROSS JOIN LATERAL (
     SELECT c.checkpoint_id, c.metadata -> 'step' AS step, c.checkpoint ->> 'ts' AS ts
-    FROM {s}.checkpoints c WHERE c.thread_id = t.thread_id
+    FROM {s}.tether_checkpoints c WHERE c.thread_id = t.thread_id
     ORDER BY (c.checkpoint_ns = '') DESC, c.checkpoint_id DESC LIMIT 1
 ) AS l
 ORDER BY t.thread_id
@@ -262,7 +266,7 @@ class _PostgresStore(Store):
     def stats(self) -> tuple[list[TableStats], int | None]:
         tables = []
         total = 0
-        for table in _SQLITE_TABLES:
+        for table in _PG_TABLES:
             name = f"{self.schema}.{table}"
             ((rows, size),) = self._rows(
                 "counting rows",
@@ -285,6 +289,30 @@ def _pg_has(conn: Any, schema: str, table: str) -> bool:
     return bool(row and row[0])
 
 
+def _connect_failed(url: StoreURL, exc: Exception) -> StorageUnavailable:
+    """One line saying what could not be reached (issue #20.1c), password hidden.
+
+    A one-shot command has no pool to recover, so the advice is the URL and the server.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(url.location)
+    except psycopg.Error:  # the URL was parsed once; show what can be shown
+        params = {}
+    env = os.environ
+    host = params.get("host") or env.get("PGHOST") or "localhost"
+    port = params.get("port") or env.get("PGPORT") or "5432"
+    user = params.get("user") or env.get("PGUSER") or ""
+    dbname = params.get("dbname") or env.get("PGDATABASE") or user or "(default)"
+    reason = " ".join(str(exc).split())  # libpq's multi-line text on one line
+    return StorageUnavailable(
+        f"cannot connect to Postgres at host {host} port {port}, database {dbname} "
+        f"({url}): {reason}; check the URL and that the server is running"
+    )
+
+
 def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]]) -> Store:
     try:
         import psycopg
@@ -302,35 +330,33 @@ def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[s
         # not after the pool's wait for a connection.
         conn = psycopg.connect(url.location, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
-        raise translate(exc, f"connecting to {url}") from exc
+        raise _connect_failed(url, exc) from exc
     try:
         try:
             official = _pg_has(conn, schema, "checkpoint_migrations")
             ours = _pg_has(conn, schema, "tether_migrations")
         except psycopg.Error as exc:
             raise translate(exc, f"reading {url}") from exc
-        if official and not ours:
-            hint = "?schema=tether" if "?" not in url.original else "&schema=tether"
-            if create:
-                raise ConfigError(
-                    f"schema {schema!r} of {url} holds LangGraph's PostgresSaver tables, whose "
-                    f"names tether's tables share; put the tether store in another schema "
-                    f"(add {hint} to the URL)"
-                )
-            raise ConfigError(
-                f"schema {schema!r} of {url} holds LangGraph's PostgresSaver tables, not a "
-                f"tether store; import them first: tether import {url} '{url}{hint}'"
-            )
         if not ours and not create:
+            if official:
+                raise ConfigError(
+                    f"no tether store in schema {schema!r} of {url}: it holds LangGraph's "
+                    f"PostgresSaver tables; import their threads first (tether's tables go "
+                    f"beside them): tether import {shlex.quote(str(url))} "
+                    f"{shlex.quote(str(url))}"
+                )
             raise ConfigError(
                 f"no tether store in schema {schema!r} of {url} (no tether_migrations table); "
                 "check the URL and ?schema=, or create one with `tether import`"
             )
+        # LangGraph's tables may sit beside tether's (distinct names): the CLI
+        # works on tether's and leaves them alone (`tether import` reads them).
         saver = PostgresSaver.from_conn_string(
             url.location,
             schema=schema,
             pool_size=2,
             serde=source_serializer(allowlist),
+            import_official=False,
         )
         try:
             saver.setup()
@@ -365,7 +391,11 @@ def open_store(
 
 
 def same_store(a: StoreURL, b: StoreURL) -> bool:
-    """Whether two names point at the same store (same file, or same database and schema)."""
+    """Whether an import from ``a`` into ``b`` would read and write the same tables.
+
+    Same file for SQLite; never for Postgres, where tether's tables have names
+    of their own beside LangGraph's in any schema.
+    """
     if a.kind != b.kind:
         return False
     if a.kind == "sqlite":
@@ -374,7 +404,9 @@ def same_store(a: StoreURL, b: StoreURL) -> bool:
             if pa.exists() and pb.exists():
                 return pa.samefile(pb)
         return pa.absolute() == pb.absolute()
-    return a.location == b.location and a.schema == b.schema
+    # An official Postgres store and a tether one never share tables (tether's
+    # are tether_*), so importing within one schema reads and writes apart.
+    return False
 
 
 @contextlib.contextmanager

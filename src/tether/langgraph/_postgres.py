@@ -6,25 +6,27 @@ manager, ``setup()``), plus tether's options as keywords. Both are the same
 saver underneath; they differ in how they are opened and closed:
 
 * ``from_conn_string`` (either class) gives a saver that owns its pools and
-  serves sync *and* async graphs, each half with its own pool opened on first
-  use. ``AsyncPostgresSaver.from_conn_string`` closes both on exit; the sync
-  one closes the sync pool, so a program that also runs async graphs on it
-  should ``await saver.aclose()`` before its event loop ends.
+  serves sync *and* async graphs: a sync pool, and an async pool per event
+  loop, each opened on first use. Either class closes them all on exit (an
+  async pool on its own loop).
 * Built from a sync ``Connection``/``ConnectionPool``, async calls run the
   sync methods in a worker thread. Built from an ``AsyncConnection``/
   ``AsyncConnectionPool``, sync calls raise :class:`~tether.errors.ConfigError`
   rather than block on the event loop (the deadlock of the official async
   saver's sync bridge); use ``from_conn_string`` to serve both.
 
-The tables are tether's (blobs apart, written once per version; see
-``tether.backends.postgres``), not the official saver's: point it at a
-database or ``schema`` of its own, and bring old threads over with
-``tether import``.
+The tables are tether's own (``tether_checkpoints``, ``tether_blobs``,
+``tether_writes``, ``tether_migrations``; blobs apart, written once per
+version), so they may share a schema with the official saver's tables
+without either program seeing the other's rows. Switching a program over:
+``setup()`` on a schema holding the official store's checkpoints and no
+tether data raises :class:`~tether.errors.ConfigError` with the ``tether
+import`` command that brings the threads over, unless ``import_official=True``
+(import them in ``setup()``) or ``import_official=False`` (keep both).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, Self
@@ -63,6 +65,11 @@ class PostgresSaver(TetherLangGraphSaver):
         serde: the serializer; defaults to tether's strict serializer with
             LangGraph's value types allowed (plus ``allowlist``).
         allowlist: extra ``(module, name)`` types the graphs store.
+        import_official: what ``setup()`` does with LangGraph's official
+            store in the same schema when tether's tables are empty: ``None``
+            raises a :class:`~tether.errors.ConfigError` with the ``tether
+            import`` command, ``True`` imports its threads, ``False`` leaves
+            it alone.
         **options: :class:`tether.backends.postgres.PostgresSaver` options
             (``schema``, ``inline_primitives``, ``page_size``,
             ``compress_threshold``, ``prepare_threshold``).
@@ -74,7 +81,6 @@ class PostgresSaver(TetherLangGraphSaver):
     """
 
     saver: _TetherPostgresSaver
-    _closing: asyncio.Task[None] | None = None  # a close scheduled on the running loop
 
     def __init__(
         self,
@@ -83,10 +89,14 @@ class PostgresSaver(TetherLangGraphSaver):
         serde: SerializerProtocol | None = None,
         *,
         allowlist: Collection[tuple[str, ...]] = (),
+        import_official: bool | None = None,
         **options: Any,
     ) -> None:
         options.setdefault("pipeline", pipe is not None)
-        super().__init__(_TetherPostgresSaver(conn, serde=_serde(serde, allowlist), **options))
+        saver = _TetherPostgresSaver(
+            conn, serde=_serde(serde, allowlist), import_official=import_official, **options
+        )
+        super().__init__(saver)
 
     @classmethod
     def _open(
@@ -95,10 +105,15 @@ class PostgresSaver(TetherLangGraphSaver):
         pipeline: bool,
         serde: SerializerProtocol | None,
         allowlist: Collection[tuple[str, ...]],
+        import_official: bool | None,
         options: dict[str, Any],
     ) -> Any:
         saver = _TetherPostgresSaver.from_conn_string(
-            conn_string, pipeline=pipeline, serde=_serde(serde, allowlist), **options
+            conn_string,
+            pipeline=pipeline,
+            serde=_serde(serde, allowlist),
+            import_official=import_official,
+            **options,
         )
         # The wrapper of a saver that owns its pools: skip __init__, which builds one.
         self = cls.__new__(cls)
@@ -114,26 +129,37 @@ class PostgresSaver(TetherLangGraphSaver):
         pipeline: bool = False,
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
+        import_official: bool | None = None,
         **options: Any,
     ) -> Iterator[PostgresSaver]:
         """A saver owning its connection pools, closed when the block ends.
 
         Args:
-            conn_string: a libpq URL or DSN.
+            conn_string: a libpq URL or DSN; a URL may end in ``?schema=NAME``
+                (the store names the ``tether`` CLI prints).
             pipeline: run each operation in pipeline mode.
             serde: as for the constructor.
             allowlist: as for the constructor.
+            import_official: as for the constructor.
             **options: :meth:`tether.backends.postgres.PostgresSaver.from_conn_string`
                 options (``pool_size``, ``statement_timeout``, ``schema``, ...).
         """
-        saver: PostgresSaver = cls._open(conn_string, pipeline, serde, allowlist, options)
+        saver: PostgresSaver = cls._open(
+            conn_string, pipeline, serde, allowlist, import_official, options
+        )
         try:
             yield saver
         finally:
             saver.close()
 
     def setup(self) -> None:
-        """Create or migrate tether's tables; safe to call from many processes at once."""
+        """Create or migrate tether's tables; safe to call from many processes at once.
+
+        Raises:
+            ConfigError: the schema holds LangGraph's official store with
+                checkpoints and tether's tables none, and ``import_official``
+                was not given (the message has the ``tether import`` command).
+        """
         self.saver.setup()
 
     def lease(
@@ -165,23 +191,18 @@ class PostgresSaver(TetherLangGraphSaver):
         await self.aclose()
 
     def close(self) -> None:
-        """Close the pools the saver owns (nothing it was given).
+        """Close the saver (every later call raises StorageError) and the pools it owns.
 
-        The sync pool closes at once. An async pool (opened when async graphs
-        used this saver) can only be closed on its event loop: when ``close``
-        runs inside that loop (a sync ``with`` block in async code), the close
-        is scheduled there and runs at the caller's next ``await``; otherwise
-        call ``await saver.aclose()``.
+        Resources it was given stay open. The sync pool closes at once; an
+        async pool (one per event loop that ran async graphs on this saver) is
+        closed on its loop: scheduled there when the loop is running (this
+        one included: at the caller's next ``await``); ``await aclose()``
+        waits for the running loop's.
         """
         self.saver.close()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._closing = loop.create_task(self.saver.aclose())
 
     async def aclose(self) -> None:
-        """Close every pool the saver owns (nothing it was given)."""
+        """Close the saver and every pool it owns, awaiting the running loop's."""
         await self.saver.aclose()
 
 
@@ -205,13 +226,16 @@ class AsyncPostgresSaver(PostgresSaver):
         pipeline: bool = False,
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
+        import_official: bool | None = None,
         **options: Any,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver owning its connection pools, all closed when the block ends.
 
         Args: as for :meth:`PostgresSaver.from_conn_string`.
         """
-        saver: AsyncPostgresSaver = cls._open(conn_string, pipeline, serde, allowlist, options)
+        saver: AsyncPostgresSaver = cls._open(
+            conn_string, pipeline, serde, allowlist, import_official, options
+        )
         try:
             yield saver
         finally:

@@ -75,6 +75,7 @@ from tether.errors import (
     ConfigError,
     MigrationError,
     SchemaVersionError,
+    StorageError,
     TetherError,
     ThreadBusyError,
 )
@@ -142,6 +143,17 @@ class _AsyncPostgresCore:
         self._json_ready: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self._lock = asyncio.Lock()
         self._leases: set[str] = set()
+        # Set by the saver's close(): every later operation, and the next page
+        # of a listing already under way, raises it instead of using a resource.
+        self._closed: StorageError | None = None
+
+    def mark_closed(self, error: StorageError) -> None:
+        """Refuse every operation from now on with ``error`` (the saver was closed)."""
+        self._closed = error
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise StorageError(str(self._closed))
 
     # --- connections ------------------------------------------------------------------
 
@@ -157,6 +169,7 @@ class _AsyncPostgresCore:
     @asynccontextmanager
     async def _raw(self) -> AsyncIterator[AsyncConnection[Any]]:
         """A connection for one operation, without pipeline mode."""
+        self._check_open()
         if self._pool is not None:
             async with self._pool.connection() as conn:
                 self._configure(conn)
@@ -457,6 +470,7 @@ class _AsyncPostgresCore:
         A URL-built saver opens a connection of its own, so a long lease never
         takes a slot of the pool its run needs.
         """
+        self._check_open()
         if self._conninfo is not None:
             conn = await AsyncConnection.connect(
                 self._conninfo, **{**self._connect_kwargs, "autocommit": True}
@@ -474,13 +488,30 @@ class _AsyncPostgresCore:
                 if not was and not conn.closed:
                     await conn.set_autocommit(False)
 
-    async def asetup(self) -> None:
+    async def asetup(
+        self,
+        *,
+        refuse: Callable[[Sequence[str]], TetherError] | None = None,
+        import_official: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Create or migrate the schema; then see to LangGraph's official store beside it.
+
+        When the schema holds an official ``PostgresSaver`` store with
+        checkpoints and tether's tables hold none (the "change one import"
+        moment), ``refuse`` (if given) is called with the official tables
+        found and what it returns is raised before anything is created;
+        otherwise ``import_official`` (if given) runs after the migrations,
+        still under the schema's migration lock, so concurrent ``setup()``
+        calls import once. With neither, the official store is left alone.
+        """
         key = f"tether.migrate:{self._sql.schema}"
         try:
             async with self._session() as conn:
                 await self._async_lock_migrations(conn, key)
                 try:
-                    await self._async_migrate(conn)
+                    pending = await self._async_migrate(conn, refuse)
+                    if pending and import_official is not None:
+                        await import_official()
                 finally:
                     if not conn.closed:
                         await conn.execute(_schema.UNLOCK, (key,))
@@ -507,35 +538,76 @@ class _AsyncPostgresCore:
                 return
             await asyncio.sleep(_LEASE_POLL)
 
-    async def _async_migrate(self, conn: AsyncConnection[Any]) -> None:
-        schema = f'"{self._sql.schema}"'
-        cur = await _execute_tuples(conn, _schema.MIGRATIONS_EXIST, (self._sql.migrations,))
+    async def _async_scalar(
+        self, conn: AsyncConnection[Any], query: str, params: Any = None
+    ) -> Any:
+        cur = await _execute_tuples(conn, query, params)
         row = await cur.fetchone()
+        return row[0] if row is not None else None
+
+    async def _async_migrate(
+        self,
+        conn: AsyncConnection[Any],
+        refuse: Callable[[Sequence[str]], TetherError] | None,
+    ) -> bool:
+        """Bring the schema to :data:`SCHEMA_VERSION`; whether an official store awaits import.
+
+        A new schema gets the baseline (only ``tether_*`` objects, one
+        transaction); an older store runs the steps after its version.
+        """
+        name = self._sql.schema
+        schema = f'"{name}"'
         current = 0
-        if row is not None and row[0]:
-            cur = await _execute_tuples(conn, _schema.CURRENT_VERSION.format(schema=schema))
-            row = await cur.fetchone()
-            current = int(row[0]) if row is not None else 0
+        if await self._async_scalar(conn, _schema.MIGRATIONS_EXIST, (self._sql.migrations,)):
+            found = await self._async_scalar(conn, _schema.CURRENT_VERSION.format(schema=schema))
+            current = int(found or 0)
         if current > _schema.SCHEMA_VERSION:
             raise SchemaVersionError(
-                f"schema {self._sql.schema!r} is at tether schema version {current}, newer than "
+                f"schema {name!r} is at tether schema version {current}, newer than "
                 f"version {_schema.SCHEMA_VERSION} this tether supports; upgrade tether "
                 "(nothing was changed)",
                 found=current,
                 supported=_schema.SCHEMA_VERSION,
             )
+        tables = list(_schema.OFFICIAL_TABLES)
+        cur = await _execute_tuples(conn, _schema.OFFICIAL_FOUND, (name, tables, tables))
+        official = [str(r[0]) for r in await cur.fetchall()]
+        if "checkpoint_migrations" in official and 0 < current < _schema.RENAMED:
+            ours = await self._async_scalar(
+                conn, _schema.HAS_COLUMN, (name, "checkpoint_blobs", "encoding")
+            )
+            raise MigrationError(
+                _schema.shared_store_message(name, current, tether_created=bool(ours))
+            )
+        pending = False
+        if {"checkpoints", "checkpoint_migrations"} <= set(official):
+            theirs = f"{schema}.checkpoints"
+            if await self._async_scalar(conn, _schema.HAS_ROWS.format(table=theirs)):
+                ours = current >= _schema.RENAMED and await self._async_scalar(
+                    conn, _schema.HAS_ROWS.format(table=self._sql.checkpoints)
+                )
+                pending = not ours
+        if pending and refuse is not None:
+            raise refuse(official)
         if current == _schema.SCHEMA_VERSION:
-            return
+            return pending
         await conn.execute(_schema.CREATE_SCHEMA.format(schema=schema))
-        await conn.execute(_schema.CREATE_MIGRATIONS.format(schema=schema))
+        record = _schema.RECORD.format(schema=schema)
+        if current == 0:
+            async with conn.transaction():
+                await conn.execute(_schema.CREATE_MIGRATIONS.format(schema=schema))
+                for statement in _schema.BASELINE:
+                    await conn.execute(statement.format(schema=schema))
+                for version, migration in enumerate(_schema.MIGRATIONS, start=1):
+                    await conn.execute(record, (version, migration.name))
+            return pending
         for version, migration in enumerate(_schema.MIGRATIONS, start=1):
             if version <= current:
                 continue
-            record = _schema.RECORD.format(schema=schema)
             if migration.concurrent:
                 if migration.index is not None:
                     cur = await _execute_tuples(
-                        conn, _schema.INVALID_INDEX, (self._sql.schema, migration.index)
+                        conn, _schema.INVALID_INDEX, (name, migration.index)
                     )
                     if await cur.fetchone() is not None:
                         drop = _schema.DROP_INDEX.format(schema=schema, index=migration.index)
@@ -548,6 +620,7 @@ class _AsyncPostgresCore:
                     for statement in migration.statements:
                         await conn.execute(statement.format(schema=schema))
                     await conn.execute(record, (version, migration.name))
+        return pending
 
     # --- leases -----------------------------------------------------------------------
     #

@@ -207,7 +207,9 @@ def encode_put(
         "encodings": encodings,
         "blobs": data,
         "bases": bases,
-        "named": list(blobs),
+        # A JSON object: the put statement tests each channel with `?`, a
+        # binary search, where `= ANY(array)` would scan the array per channel.
+        "named": dumps_json(dict.fromkeys(blobs, 1)),
     }
     return addr.with_id(cid), params, tails
 
@@ -222,7 +224,6 @@ def pack_put(params: dict[str, Any]) -> dict[str, Any]:
         "encodings": INT2(params["encodings"]),
         "blobs": BYTEA(params["blobs"]),
         "bases": TEXT(params["bases"]),
-        "named": TEXT(params["named"]),
     }
 
 
@@ -320,6 +321,7 @@ def decode_row(
         parent_id,
         head,
         metadata,
+        absent,
         b_channels,
         b_types,
         b_encodings,
@@ -334,11 +336,27 @@ def decode_row(
         w_blobs,
     ) = row
     at = Address(thread_id, ns, cid)
+    if head.get("id") != cid:
+        raise StorageError(
+            f"checkpoint {cid} of thread {thread_id!r}"
+            + (f" (namespace {ns!r})" if ns else "")
+            + f" holds a checkpoint whose id is {head.get('id')!r}; the row is damaged"
+        )
     values: dict[str, Any] = head.get("channel_values") or {}
     if b_channels:
         for channel, tag, enc, raw, base, s_enc, s_raw in zip(
             b_channels, b_types, b_encodings, b_blobs, b_bases, s_encodings, s_blobs, strict=True
         ):
+            if tag is None:  # no blob row at the version the checkpoint lists
+                if absent is None or (channel not in absent and None not in absent):
+                    raise StorageError(
+                        f"the value of channel {channel!r} (version "
+                        f"{head['channel_versions'][channel]!r}) of checkpoint {cid} in thread "
+                        f"{thread_id!r}"
+                        + (f" (namespace {ns!r})" if ns else "")
+                        + " is missing: no row holds it; the store is damaged"
+                    )
+                continue  # no put stored a value (recorded), or a row older than that record
             if tag == EMPTY_TAG:
                 continue
             if base is None:
@@ -350,7 +368,9 @@ def decode_row(
                 if s_enc is None:
                     raise StorageError(
                         f"the snapshot {base!r} that channel {channel!r} of checkpoint {cid} "
-                        f"in thread {thread_id!r} extends is missing; the store is damaged"
+                        f"in thread {thread_id!r}"
+                        + (f" (namespace {ns!r})" if ns else "")
+                        + " extends is missing; the store is damaged"
                     )
                 plain = None
                 if appends is not None and s_enc != ENCODING_PLAIN:

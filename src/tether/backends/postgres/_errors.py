@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import PoolTimeout
+from psycopg_pool import PoolClosed, PoolTimeout
 
 from tether.errors import (
     ConfigError,
@@ -36,6 +36,7 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(
         exc,
         PoolTimeout
+        | PoolClosed
         | pg_errors.QueryCanceled
         | pg_errors.LockNotAvailable
         | pg_errors.ProgramLimitExceeded,
@@ -49,6 +50,9 @@ def translate(exc: psycopg.Error, what: str) -> TetherError:
     if len(what) > 300:  # it may quote a (huge) thread id
         what = what[:300] + "..."
     detail = f"{type(exc).__name__}: {str(exc).strip()}"
+    if isinstance(exc, PoolClosed):
+        # The saver's own pool, closed by close() under an operation under way.
+        return StorageError(f"{what}: the saver is closed ({detail}); open a new one")
     if isinstance(exc, PoolTimeout):
         return StorageTimeout(
             f"{what}: no Postgres connection free in time ({detail}); raise pool_size "

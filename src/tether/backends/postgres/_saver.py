@@ -13,12 +13,20 @@ built from                    sync methods                async methods
 
 A URL-built saver creates each pool on first use (an async pool must be
 opened inside a running event loop), so a purely async program never opens
-the sync pool and vice versa. There is deliberately no sync-over-async
-bridge (a sync call waiting on the event loop deadlocks when made from the
-loop thread): a saver built from an async-only resource refuses sync calls
-with a :class:`~tether.errors.ConfigError` that says what to do instead.
+the sync pool and vice versa. An async pool belongs to the event loop that
+opened it, so each event loop gets one of its own (:mod:`._loops`): two
+loops at once in two threads, or ``asyncio.run`` after ``asyncio.run``, each
+use their own pool; those of loops that have ended are dropped. After
+:meth:`PostgresSaver.close` (or ``aclose``) every method raises
+:class:`~tether.errors.StorageError` instead of opening a pool again.
 
-Pool sizing: each pool holds up to ``pool_size`` connections (default 10).
+There is deliberately no sync-over-async bridge (a sync call waiting on the
+event loop deadlocks when made from the loop thread): a saver built from an
+async-only resource refuses sync calls with a
+:class:`~tether.errors.ConfigError` that says what to do instead.
+
+Pool sizing: each pool holds up to ``pool_size`` connections (default 10;
+the sync pool and each event loop's async pool).
 One operation uses one connection for one statement or transaction (``list``
 one per page), so ``pool_size`` bounds the concurrent operations of this
 process, not the number of threads served; size it to your worker
@@ -33,13 +41,16 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import copy
+import shlex
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from typing import Any, Self
 
 import psycopg
 from psycopg import AsyncConnection, Connection
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tether.backends._common import check_list_args
@@ -47,8 +58,15 @@ from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
+from tether.backends.postgres._loops import LoopPools
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import _PostgresCore
+from tether.backends.postgres._urls import (
+    read_conn_string,
+    source_params,
+    store_url,
+    with_schema,
+)
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     ChannelVersions,
@@ -58,7 +76,7 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StorageError, TetherError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
 __all__ = ["PostgresSaver"]
@@ -121,12 +139,13 @@ class _Resources:
 
     def __init__(self) -> None:
         self.sync: _PostgresCore | None = None
-        self.aio: _AsyncPostgresCore | None = None
+        self.aio: _AsyncPostgresCore | None = None  # a caller's async connection or pool
         self.sync_lock = threading.Lock()
-        self.aio_lock: asyncio.Lock | None = None
         self.owned_sync: ConnectionPool[Any] | None = None
-        self.owned_aio: AsyncConnectionPool[Any] | None = None
+        self.loops = LoopPools()  # a URL-built saver's async pools, one per event loop
+        self.closed: StorageError | None = None
         self.url: str | None = None
+        self.source: _Source | None = None
         self.pool_args: dict[str, Any] = {}
         self.connect_kwargs: dict[str, Any] = {}
         self.timeout_ms: int | None = None
@@ -158,6 +177,16 @@ class PostgresSaver(BaseCheckpointSaver):
             stored as an immutable snapshot plus the tail appended since (a
             growing message history costs a few messages per step, not the
             whole history); ``None`` stores every value whole.
+        import_official: what :meth:`setup` does when the schema holds
+            LangGraph's official ``PostgresSaver`` store with checkpoints and
+            tether's tables hold none (switching a program over): ``None``
+            raises :class:`~tether.errors.ConfigError` naming the official
+            tables and the ``tether import`` command that brings the threads
+            over; ``True`` imports them (:func:`tether.importer.import_store`,
+            once: only while tether's tables are empty); ``False`` leaves them
+            alone, the two stores side by side. tether's tables
+            (``tether_checkpoints``, ``tether_blobs``, ``tether_writes``,
+            ``tether_migrations``) never share names with the official ones.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -207,8 +236,14 @@ class PostgresSaver(BaseCheckpointSaver):
         page_size: int = 100,
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
+        import_official: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if import_official is not None and not isinstance(import_official, bool):
+            raise ConfigError(
+                f"import_official must be True, False or None, got {import_official!r}"
+            )
+        self._import_official = import_official
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ConfigError(f"page_size must be a positive int, got {page_size!r}")
         self._statements = Statements(schema)
@@ -224,6 +259,7 @@ class PostgresSaver(BaseCheckpointSaver):
         self._res = _Resources()
         if conn is None:
             return  # from_conn_string fills in the URL
+        self._res.source = conn
         if isinstance(conn, Connection | ConnectionPool):
             self._res.sync = _PostgresCore(conn, **self._options)
         elif isinstance(conn, AsyncConnection | AsyncConnectionPool):
@@ -246,18 +282,23 @@ class PostgresSaver(BaseCheckpointSaver):
         statement_timeout: float | None = None,
         prepare_threshold: int | None = 5,
         pipeline: bool = False,
-        schema: str = "public",
+        schema: str | None = None,
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
         inline_primitives: bool = True,
         page_size: int = 100,
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         connect_kwargs: Mapping[str, Any] | None = None,
+        import_official: bool | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
         Args:
-            conn_string: a libpq URL or DSN.
+            conn_string: a libpq URL or DSN. A URL may name the schema as the
+                CLI prints store names, ``postgresql://app@db/app?schema=NAME``.
+            schema: the schema of tether's tables (default: the URL's
+                ``?schema=``, else ``public``); naming another one than the
+                URL does is a :class:`~tether.errors.ConfigError`.
             pool_size: maximum connections of each pool (sync, async).
             min_size: connections each pool keeps open.
             pool_timeout: seconds to wait for a free connection before
@@ -274,9 +315,11 @@ class PostgresSaver(BaseCheckpointSaver):
             raise ConfigError("from_conn_string needs a Postgres URL or DSN string")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ConfigError(f"pool_size must be a positive int, got {pool_size!r}")
+        location, schema = read_conn_string(conn_string, schema)
         saver = cls(
             serde=serde,
             schema=schema,
+            import_official=import_official,
             pipeline=pipeline,
             prepare_threshold=_UNSET,
             inline_primitives=inline_primitives,
@@ -285,7 +328,7 @@ class PostgresSaver(BaseCheckpointSaver):
             delta_threshold=delta_threshold,
         )
         res = saver._res
-        res.url = conn_string
+        res.url = location
         res.timeout_ms = _statement_timeout_ms(statement_timeout)
         res.connect_kwargs = {
             **dict(connect_kwargs or {}),
@@ -305,8 +348,13 @@ class PostgresSaver(BaseCheckpointSaver):
 
     # --- the two cores --------------------------------------------------------------
 
+    def _check_open(self) -> None:
+        if self._res.closed is not None:
+            raise StorageError(str(self._res.closed))
+
     def _sync_core(self) -> _PostgresCore:
         res = self._res
+        self._check_open()
         if res.sync is not None:
             return res.sync
         if res.url is None:
@@ -316,6 +364,7 @@ class PostgresSaver(BaseCheckpointSaver):
                 "PostgresSaver.from_conn_string(url), which serves sync and async callers"
             )
         with res.sync_lock:
+            self._check_open()
             if res.sync is None:
                 _probe(res)
                 pool: ConnectionPool[Any] = ConnectionPool(
@@ -332,27 +381,34 @@ class PostgresSaver(BaseCheckpointSaver):
         return res.sync
 
     async def _aio_core(self) -> _AsyncPostgresCore | None:
+        """The async core for the running event loop (``None``: serve async calls in threads)."""
         res = self._res
-        if res.aio is not None or res.url is None:
+        self._check_open()
+        if res.url is None:
             return res.aio
-        if res.aio_lock is None:
-            res.aio_lock = asyncio.Lock()
-        async with res.aio_lock:
-            if res.aio is None:
-                await _aprobe(res)
-                pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                    res.url,
-                    kwargs=res.connect_kwargs,
-                    open=False,
-                    name="tether-async",
-                    **res.pool_args,
-                )
-                await pool.open()
-                res.owned_aio = pool
-                res.aio = _AsyncPostgresCore(
-                    pool, conninfo=res.url, connect_kwargs=res.connect_kwargs, **self._options
-                )
-        return res.aio
+        url = res.url
+
+        async def open_pool(
+            configure: Callable[[AsyncConnection[Any]], Awaitable[None]],
+        ) -> AsyncConnectionPool[Any]:
+            await _aprobe(res)
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                url,
+                kwargs=res.connect_kwargs,
+                open=False,
+                name="tether-async",
+                configure=configure,
+                **res.pool_args,
+            )
+            await pool.open()
+            return pool
+
+        def make_core(pool: AsyncConnectionPool[Any]) -> _AsyncPostgresCore:
+            return _AsyncPostgresCore(
+                pool, conninfo=url, connect_kwargs=res.connect_kwargs, **self._options
+            )
+
+        return await res.loops.core(open_pool, make_core, self._check_open)
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -368,40 +424,141 @@ class PostgresSaver(BaseCheckpointSaver):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def close(self) -> None:
-        """Close the sync pool this saver owns (an owned async pool needs :meth:`aclose`)."""
+    def _mark_closed(self) -> list[Any]:
+        """Refuse every later call (clones too); the cores to refuse it in as well."""
         res = self._res
-        pool, res.owned_sync = res.owned_sync, None
+        if res.closed is None:
+            res.closed = StorageError(
+                f"the PostgresSaver on {self._store_name(password=False)} is closed; open a new one"
+            )
+        cores: list[Any] = [res.sync, res.aio, *res.loops.cores()]
+        for core in cores:
+            if core is not None:
+                core.mark_closed(res.closed)
+        return cores
+
+    def close(self) -> None:
+        """Close the saver: every later call raises :class:`~tether.errors.StorageError`.
+
+        The pools it owns are closed: the sync one at once, each event loop's
+        async one on its loop (scheduled there when that loop is running, this
+        thread's included; awaited by :meth:`aclose`). Resources it was given
+        stay open.
+        """
+        self._mark_closed()
+        res = self._res
+        with res.sync_lock:
+            pool, res.owned_sync = res.owned_sync, None
         if pool is not None:
-            res.sync = None
             pool.close()
+        res.loops.close()
 
     async def aclose(self) -> None:
-        """Close every pool this saver owns; resources it was given stay open."""
+        """Close the saver as :meth:`close` does, awaiting the running loop's pool."""
+        self._mark_closed()
         res = self._res
-        pool, res.owned_aio = res.owned_aio, None
+        await res.loops.aclose()
+        with res.sync_lock:
+            pool, res.owned_sync = res.owned_sync, None
         if pool is not None:
-            res.aio = None
-            await pool.close()
-        if res.owned_sync is not None:
-            await asyncio.to_thread(self.close)
+            await asyncio.to_thread(pool.close)
 
     def setup(self) -> None:
         """Create or migrate the schema; safe to call from many processes at once.
 
+        Only ``tether_*`` objects are created or changed. When the schema also
+        holds LangGraph's official store, ``import_official`` (see the
+        constructor) decides what happens.
+
         Raises:
+            ConfigError: the schema holds LangGraph's official store with
+                checkpoints, tether's tables hold none, and ``import_official``
+                is ``None`` (nothing was created).
             SchemaVersionError: the schema is newer than this tether (nothing changed).
-            MigrationError: a migration failed (the store stays at its previous version).
+            MigrationError: a migration failed (the store stays at its previous
+                version), or an older tether shared this schema's tables with
+                LangGraph's saver (the message says how to repair it).
         """
-        self._sync_core().setup()
+        self._sync_core().setup(
+            refuse=self._refuse_official if self._import_official is None else None,
+            import_official=self._import_official_threads if self._import_official else None,
+        )
 
     async def asetup(self) -> None:
         """Async :meth:`setup`."""
         core = await self._aio_core()
         if core is None:
             await asyncio.to_thread(self.setup)
+            return
+
+        async def import_official() -> None:
+            await asyncio.to_thread(self._import_official_threads)
+
+        await core.asetup(
+            refuse=self._refuse_official if self._import_official is None else None,
+            import_official=import_official if self._import_official else None,
+        )
+
+    def _store_name(self, *, password: bool) -> str:
+        """This saver's store as the CLI names it (``postgresql://...?schema=``)."""
+        schema = self._statements.schema
+        if self._res.url is not None:
+            return with_schema(self._res.url, schema, password=password)
+        return store_url(source_params(self._res.source), schema, password=password)
+
+    def _refuse_official(self, tables: Sequence[str]) -> TetherError:
+        name = shlex.quote(self._store_name(password=False))
+        return ConfigError(
+            f"schema {self._statements.schema!r} holds LangGraph's PostgresSaver store "
+            f"({', '.join(tables)}) with checkpoints and tether's tables hold none: tether "
+            "would start every thread afresh. Bring the threads over once with "
+            f"`tether import {name} {name}` (safe to run again), or pass "
+            "import_official=True to import them in setup(), or import_official=False to keep "
+            "both stores side by side; nothing was created"
+        )
+
+    def _import_official_threads(self) -> None:
+        """Import the official store of this schema into tether's tables (``import_official``).
+
+        :func:`tether.importer.import_store` writes through a clone of this
+        saver on a connection of its own, inside one transaction: the import
+        is all or nothing, so a failed one leaves tether's tables empty and
+        the next ``setup()`` tries again (the rule is "import while tether's
+        tables are empty").
+        """
+        from tether.importer import import_store
+
+        if self._res.url is not None:
+            conninfo = self._res.url
         else:
-            await core.asetup()
+            conninfo = make_conninfo(**source_params(self._res.source))
+        try:
+            conn = psycopg.connect(conninfo)
+        except psycopg.OperationalError as exc:
+            raise translate(exc, "import_official: connecting to Postgres") from exc
+        with conn:
+            clone = copy.copy(self)
+            clone._res = _Resources()
+            appends = self._options["appends"]
+            options = {
+                **self._options,
+                # Its own tracker: snapshots of a rolled-back import must not be extended.
+                "appends": AppendTracker.create(appends.min_bytes if appends else None),
+            }
+            clone._res.sync = _PostgresCore(conn, **options)
+            try:
+                # The core runs each operation in a savepoint of this transaction.
+                with conn.transaction():
+                    import_store(self._store_name(password=True), clone)
+            except TetherError as exc:
+                name = shlex.quote(self._store_name(password=False))
+                exc.add_note(
+                    "import_official: nothing was imported (one transaction); fix the cause "
+                    f"and call setup() again, or run `tether import {name} {name}`"
+                )
+                raise
+            except psycopg.Error as exc:
+                raise translate(exc, "import_official: committing the import") from exc
 
     def lease(
         self, thread_id: str, *, wait: bool = False, timeout: float | None = None
@@ -528,6 +685,7 @@ class PostgresSaver(BaseCheckpointSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         res = self._res
+        self._check_open()
         if res.aio is not None:
             # Validates now, so bad input fails at the call.
             return res.aio.alist(self.serde, config, filter=filter, before=before, limit=limit)

@@ -1,52 +1,100 @@
 """Schema migrations of the Postgres backend (SPEC S5.3).
 
-The position of a migration in :data:`MIGRATIONS` (1-based) is its version;
-``tether_migrations`` records every version applied. Migrations only ever
-get appended. A migration is either transactional (its statements and its
-version row commit together) or ``concurrent`` (``CREATE INDEX
-CONCURRENTLY``, which Postgres refuses inside a transaction block: run in
-autocommit, then recorded; an index left INVALID by an interrupted build is
-dropped and rebuilt on the next ``setup()``).
+Object names. tether's tables and indexes are named ``tether_*`` in any
+schema -- ``tether_checkpoints``, ``tether_blobs``, ``tether_writes``,
+``tether_migrations`` -- so a schema may also hold LangGraph's official
+``PostgresSaver`` tables (``checkpoints``, ``checkpoint_blobs``,
+``checkpoint_writes``, ``checkpoint_migrations``) and neither program sees,
+alters or indexes the other's. Until schema version 10 tether used the
+official names; version 10 renames an existing store in place.
+
+Versions. The position of a migration in :data:`MIGRATIONS` (1-based) is its
+version; ``tether_migrations`` records every version applied. Migrations only
+ever get appended, and they are only run to *upgrade* a store that already
+has a ``tether_migrations`` table. A schema without one gets the
+:data:`BASELINE` instead: the current shape, created at once in one
+transaction (tables, indexes, every version recorded), which touches nothing
+but ``tether_*`` objects. That is why a fresh ``setup()`` never runs the old
+steps that named the official tables (version 2 created
+``checkpoints_thread_id_idx``, version 9 dropped it: on a schema holding the
+official store, that was LangGraph's own index). A schema whose
+``tether_migrations`` predates version 10 next to LangGraph's
+``checkpoint_migrations`` is a store both programs wrote into the same tables;
+``setup()`` refuses it (:func:`shared_store_message`) and changes nothing.
+
+Steps. A migration is either transactional (its statements and its version
+row commit together) or ``concurrent`` (``CREATE INDEX CONCURRENTLY``, which
+Postgres refuses inside a transaction block: run in autocommit, then
+recorded; an index left INVALID by an interrupted build is dropped and
+rebuilt on the next ``setup()``).
 
 Tables (``encoding`` on blobs and writes is
 :mod:`tether.backends._sqlbase`'s: 0 = the serializer's bytes, 2 = those
 bytes zstd-compressed, 1 = zlib-compressed (read only); other codes are
 reserved):
 
-* ``checkpoints(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
-  checkpoint JSONB, metadata JSONB)`` -- ``checkpoint`` is the checkpoint
-  without channel values except the small primitive ones, kept inline;
-* ``checkpoint_blobs(thread_id, checkpoint_ns, channel, version, encoding,
-  type, blob, base)`` -- one row per written channel version, and the
-  snapshots of append-encoded lists (:mod:`tether.backends._delta`): a row
-  whose ``base`` is set holds the tail appended since that snapshot. A
-  foreign key from ``base`` to the snapshot's row makes the database refuse a
-  tail whose snapshot another process deleted (the writer then stores the
-  whole value) and a sweep that would delete a snapshot a tail still needs;
-* ``checkpoint_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+* ``tether_checkpoints(thread_id, checkpoint_ns, checkpoint_id,
+  parent_checkpoint_id, checkpoint JSONB, metadata JSONB, absent TEXT[])`` --
+  ``checkpoint`` is the checkpoint without channel values except the small
+  primitive ones, kept inline; ``absent`` names the channels it lists that had
+  no stored value when it was put (NULL: none; ``{NULL}``: unknown, a row
+  older than version 12), so that a read refuses a channel whose blob row is
+  missing instead of leaving it out;
+* ``tether_blobs(thread_id, checkpoint_ns, channel, version, encoding, type,
+  blob, base)`` -- one row per written channel version, and the snapshots of
+  append-encoded lists (:mod:`tether.backends._delta`): a row whose ``base``
+  is set holds the tail appended since that snapshot. A foreign key from
+  ``base`` to the snapshot's row makes the database refuse a tail whose
+  snapshot another process deleted (the writer then stores the whole value)
+  and a sweep that would delete a snapshot a tail still needs;
+* ``tether_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
   task_path, channel, type, encoding, blob)``.
 
+Every text column is ``COLLATE "C"`` (since version 11): ids, namespaces,
+task ids and task paths order by code point, as on SQLite and in memory,
+whatever the database's default collation, and the indexes serve that order.
+
 Indexes: the three primary keys (every per-thread query and the thread
-operations are prefix scans of them), ``checkpoints(thread_id, checkpoint_id,
-checkpoint_ns) WHERE checkpoint_ns <> ''`` for listing a thread across
-namespaces newest first (merged with the root namespace's rows from the
-primary key; until version 8 this index covered every row),
-``checkpoints(checkpoint_id, thread_id, checkpoint_ns)`` for listing every
-thread, a partial expression index on ``metadata ->> 'run_id'`` for
-``delete_for_runs``, and a GIN index (``jsonb_path_ops``) on ``metadata`` for
-a filtered listing of every thread (the filter adds ``metadata @> filter``, a
+operations are prefix scans of them), ``tether_checkpoints_thread_ns_idx``
+``(thread_id, checkpoint_id, checkpoint_ns) WHERE checkpoint_ns <> ''`` for
+listing a thread across namespaces newest first (merged with the root
+namespace's rows from the primary key), ``tether_checkpoints_id_idx``
+``(checkpoint_id, thread_id, checkpoint_ns)`` for listing every thread, a
+partial expression index on ``metadata ->> 'run_id'`` for
+``delete_for_runs``, a GIN index (``jsonb_path_ops``) on ``metadata`` for a
+filtered listing of every thread (the filter adds ``metadata @> filter``, a
 necessary condition of its exact equality), and a partial index on
-``checkpoint_blobs(thread_id, checkpoint_ns, channel, base)`` for the foreign
-key's checks when snapshots are deleted. Blobs and writes need no other index
-beyond their keys. ``tests/postgres/test_queries.py`` checks every statement's
-plan on a populated store.
+``tether_blobs(thread_id, checkpoint_ns, channel, base)`` for the foreign
+key's checks when snapshots are deleted. ``tests/postgres/test_queries.py``
+checks every statement's plan on a populated store.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
+__all__ = [
+    "BASELINE",
+    "BLOBS",
+    "CHECKPOINTS",
+    "MIGRATIONS",
+    "OFFICIAL_TABLES",
+    "RENAMED",
+    "SCHEMA_VERSION",
+    "WRITES",
+    "Migration",
+    "shared_store_message",
+]
+
+#: tether's tables, in any schema (LangGraph's official saver uses the names
+#: without the prefix).
+CHECKPOINTS = "tether_checkpoints"
+BLOBS = "tether_blobs"
+WRITES = "tether_writes"
+MIGRATIONS_TABLE = "tether_migrations"
+
+#: LangGraph's official PostgresSaver tables (langgraph-checkpoint-postgres).
+OFFICIAL_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +105,20 @@ class Migration:
     statements: tuple[str, ...]
     concurrent: bool = False
     index: str | None = None  # for a concurrent index build: its name (to repair)
+
+
+# The text columns of each table: all of them compare in code-point order
+# (COLLATE "C"), the key columns because order matters, the rest for one rule.
+_CHECKPOINT_TEXT = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
+_BLOB_TEXT = ("thread_id", "checkpoint_ns", "channel", "version", "type", "base")
+_WRITE_TEXT = (
+    *("thread_id", "checkpoint_ns", "checkpoint_id"),
+    *("task_id", "task_path", "channel", "type"),
+)
+
+
+def _collate_c(columns: tuple[str, ...]) -> str:
+    return ", ".join(f'ALTER COLUMN {c} TYPE TEXT COLLATE "C"' for c in columns)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -178,10 +240,126 @@ MIGRATIONS: tuple[Migration, ...] = (
         ("DROP INDEX CONCURRENTLY IF EXISTS {schema}.checkpoints_thread_id_idx",),
         concurrent=True,
     ),
+    # Names of tether's own, so that LangGraph's official tables can sit in the
+    # same schema (issue #13.2). Every step above names the old tables: they run
+    # only to upgrade a store older than this one (a new schema gets BASELINE).
+    Migration(
+        "tether_ names",
+        (
+            "ALTER TABLE {schema}.checkpoints RENAME TO tether_checkpoints",
+            "ALTER TABLE {schema}.checkpoint_blobs RENAME TO tether_blobs",
+            "ALTER TABLE {schema}.checkpoint_writes RENAME TO tether_writes",
+            "ALTER INDEX {schema}.checkpoints_pkey RENAME TO tether_checkpoints_pkey",
+            "ALTER INDEX {schema}.checkpoint_blobs_pkey RENAME TO tether_blobs_pkey",
+            "ALTER INDEX {schema}.checkpoint_writes_pkey RENAME TO tether_writes_pkey",
+            "ALTER INDEX {schema}.checkpoints_thread_ns_idx "
+            "RENAME TO tether_checkpoints_thread_ns_idx",
+            "ALTER INDEX {schema}.checkpoints_id_idx RENAME TO tether_checkpoints_id_idx",
+            "ALTER INDEX {schema}.checkpoints_run_id_idx RENAME TO tether_checkpoints_run_id_idx",
+            "ALTER INDEX {schema}.checkpoints_metadata_idx "
+            "RENAME TO tether_checkpoints_metadata_idx",
+            "ALTER INDEX {schema}.checkpoint_blobs_base_idx RENAME TO tether_blobs_base_idx",
+            "ALTER TABLE {schema}.tether_blobs "
+            "RENAME CONSTRAINT checkpoint_blobs_base_fkey TO tether_blobs_base_fkey",
+        ),
+    ),
+    # Code-point order whatever the database's collation (issue #18.6): pending
+    # writes are read in (task_path, task_id, idx) order and listings in
+    # (checkpoint_id, thread_id, checkpoint_ns) order, as on SQLite and in
+    # memory, and the indexes serve those orders. On a database whose default
+    # collation is not C (ICU or glibc en_US), they came back in that locale's
+    # order. A binary-compatible change: the tables are not rewritten, but the
+    # indexes on these columns are rebuilt, under an ACCESS EXCLUSIVE lock.
+    Migration(
+        "collate C",
+        (
+            "ALTER TABLE {schema}.tether_checkpoints " + _collate_c(_CHECKPOINT_TEXT),
+            "ALTER TABLE {schema}.tether_blobs " + _collate_c(_BLOB_TEXT),
+            "ALTER TABLE {schema}.tether_writes " + _collate_c(_WRITE_TEXT),
+        ),
+    ),
+    # The channels a checkpoint lists that had no stored value when it was put
+    # (issue #18.4): NULL when there were none, so a read can tell a channel
+    # no put wrote from one whose blob row is gone. Rows written before this
+    # version read '{NULL}' (the added column's value for existing rows, kept
+    # without rewriting the table): nothing is known of them, so their reads
+    # stay lenient. New rows get NULL unless put says otherwise.
+    Migration(
+        "absent channels",
+        (
+            "ALTER TABLE {schema}.tether_checkpoints "
+            "ADD COLUMN absent TEXT[] COLLATE \"C\" DEFAULT '{{NULL}}'",
+            "ALTER TABLE {schema}.tether_checkpoints ALTER COLUMN absent DROP DEFAULT",
+        ),
+    ),
 )
+
+#: The first version whose tables have tether's own names.
+RENAMED = 10
 
 #: The schema version this tether writes and reads.
 SCHEMA_VERSION = len(MIGRATIONS)
+
+#: The current shape of a new store, created in one transaction (see the module
+#: doc); every version up to SCHEMA_VERSION is recorded with it. Keep it equal to
+#: what the steps build: tests/postgres/test_schema.py compares the catalog of a
+#: store set up from the baseline with one upgraded step by step.
+BASELINE: tuple[str, ...] = (
+    """CREATE TABLE {schema}.tether_checkpoints (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    parent_checkpoint_id TEXT COLLATE "C",
+    checkpoint JSONB NOT NULL,
+    metadata JSONB NOT NULL DEFAULT '{{}}',
+    absent TEXT[] COLLATE "C",
+    CONSTRAINT tether_checkpoints_pkey PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)""",
+    """CREATE TABLE {schema}.tether_blobs (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    channel TEXT COLLATE "C" NOT NULL,
+    version TEXT COLLATE "C" NOT NULL,
+    encoding SMALLINT NOT NULL DEFAULT 0,
+    type TEXT COLLATE "C" NOT NULL,
+    blob BYTEA,
+    base TEXT COLLATE "C",
+    CONSTRAINT tether_blobs_pkey PRIMARY KEY (thread_id, checkpoint_ns, channel, version),
+    CONSTRAINT tether_blobs_base_fkey FOREIGN KEY (thread_id, checkpoint_ns, channel, base)
+        REFERENCES {schema}.tether_blobs (thread_id, checkpoint_ns, channel, version)
+)""",
+    """CREATE TABLE {schema}.tether_writes (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    task_id TEXT COLLATE "C" NOT NULL,
+    idx INTEGER NOT NULL,
+    task_path TEXT COLLATE "C" NOT NULL DEFAULT '',
+    channel TEXT COLLATE "C" NOT NULL,
+    type TEXT COLLATE "C" NOT NULL,
+    encoding SMALLINT NOT NULL DEFAULT 0,
+    blob BYTEA,
+    CONSTRAINT tether_writes_pkey
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+)""",
+    # Large payloads arrive compressed (zstd, encoding 2): do not let TOAST try
+    # to compress them again.
+    "ALTER TABLE {schema}.tether_blobs ALTER COLUMN blob SET STORAGE EXTERNAL",
+    "ALTER TABLE {schema}.tether_writes ALTER COLUMN blob SET STORAGE EXTERNAL",
+    # Plain (not CONCURRENTLY): the tables are new and empty, and inside the
+    # baseline's transaction a half-built store is never visible.
+    "CREATE INDEX tether_checkpoints_thread_ns_idx "
+    "ON {schema}.tether_checkpoints (thread_id, checkpoint_id, checkpoint_ns) "
+    "WHERE checkpoint_ns <> ''",
+    "CREATE INDEX tether_checkpoints_id_idx "
+    "ON {schema}.tether_checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    "CREATE INDEX tether_checkpoints_run_id_idx "
+    "ON {schema}.tether_checkpoints ((metadata ->> 'run_id')) WHERE metadata ? 'run_id'",
+    "CREATE INDEX tether_checkpoints_metadata_idx "
+    "ON {schema}.tether_checkpoints USING gin (metadata jsonb_path_ops)",
+    "CREATE INDEX tether_blobs_base_idx "
+    "ON {schema}.tether_blobs (thread_id, checkpoint_ns, channel, base) WHERE base IS NOT NULL",
+)
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
 CREATE_MIGRATIONS = """CREATE TABLE IF NOT EXISTS {schema}.tether_migrations (
@@ -197,4 +375,81 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND NOT i.indisvalid"""
 DROP_INDEX = "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{index}"
 TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+#: Which of LangGraph's official tables a schema holds: (name) rows.
+OFFICIAL_FOUND = """SELECT c.relname FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)
+ORDER BY array_position(%s, c.relname::text)"""
+#: Whether a table has a column: (schema, table, column).
+HAS_COLUMN = """SELECT EXISTS (SELECT 1 FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relname = %s AND a.attname = %s AND NOT a.attisdropped)"""
+#: Whether a table holds a row (formatted: the qualified table name).
+HAS_ROWS = "SELECT EXISTS (SELECT 1 FROM {table})"
 UNLOCK = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+
+
+def repair_statements(schema: str, *, tether_created: bool) -> list[str]:
+    """The SQL that separates a schema both programs took over before version 10.
+
+    ``tether_created``: tether created the tables, LangGraph's saver then
+    added its indexes and wrote rows into them. Dropping LangGraph's marker
+    and indexes leaves a tether store (tether reads LangGraph's rows there as
+    well); the next ``setup()`` renames it to ``tether_*`` and LangGraph's
+    saver, set up again, creates empty tables of its own. Otherwise LangGraph
+    created them and tether's additions (a column, a foreign key, four
+    indexes, a changed storage setting, one official index dropped, its
+    migrations table) are undone: the tables hold LangGraph's data only,
+    since tether's statements could not run on them.
+    """
+    q = f'"{schema}"'
+    if tether_created:
+        return [
+            f"DROP TABLE {q}.checkpoint_migrations",
+            f"DROP INDEX IF EXISTS {q}.checkpoints_thread_id_idx, "
+            f"{q}.checkpoint_blobs_thread_id_idx, {q}.checkpoint_writes_thread_id_idx",
+        ]
+    return [
+        f"DROP TABLE {q}.tether_migrations",
+        f"DROP INDEX IF EXISTS {q}.checkpoints_id_idx, {q}.checkpoints_run_id_idx, "
+        f"{q}.checkpoints_metadata_idx, {q}.checkpoints_thread_ns_idx",
+        # The foreign key and tether_blobs_base_idx go with the column.
+        f"ALTER TABLE {q}.checkpoint_blobs DROP COLUMN IF EXISTS base",
+        f"ALTER TABLE {q}.checkpoint_blobs ALTER COLUMN blob SET STORAGE EXTENDED",
+        f"ALTER TABLE {q}.checkpoint_writes ALTER COLUMN blob SET STORAGE EXTENDED",
+        f"CREATE INDEX IF NOT EXISTS checkpoints_thread_id_idx ON {q}.checkpoints (thread_id)",
+    ]
+
+
+def shared_store_message(schema: str, version: int, *, tether_created: bool) -> str:
+    """Why a schema holding old tether tables and LangGraph's official store is refused.
+
+    Before version 10 both programs used the names ``checkpoints``,
+    ``checkpoint_blobs`` and ``checkpoint_writes``, and the second one to run
+    ``setup()`` in a schema took over the first one's tables (issue #13.2).
+    ``tether_created`` tells which one created them: tether's ``encoding``
+    column is on ``checkpoint_blobs`` (see :func:`repair_statements`).
+    """
+    sql = "; ".join(repair_statements(schema, tether_created=tether_created))
+    head = (
+        f"schema {schema!r} holds tether's tables at schema version {version} and LangGraph's "
+        f"PostgresSaver store (checkpoint_migrations) in the same tables: before tether schema "
+        f"version {RENAMED} both programs used the names checkpoints, checkpoint_blobs and "
+        "checkpoint_writes, and the second one to run setup() here took over the first one's "
+        "tables; nothing was changed. "
+    )
+    if tether_created:
+        return head + (
+            "tether created these tables and LangGraph's saver then wrote into them: tether "
+            "reads both programs' rows, LangGraph's saver misreads tether's (append tails, "
+            "compressed values). To keep every thread in a tether store, take a backup, run "
+            f"{sql}; and call setup() again: the tables become tether_checkpoints, tether_blobs "
+            "and tether_writes, and LangGraph's saver, set up again, starts empty tables of its "
+            "own"
+        )
+    return head + (
+        "LangGraph's saver created these tables, so they hold its data only (tether's "
+        "statements could not run on them). To undo what tether's setup() added, take a backup, "
+        f"run {sql}; and call setup() again: tether then creates its own tables beside "
+        "LangGraph's (pass import_official=True, or run tether import, to bring the threads over)"
+    )

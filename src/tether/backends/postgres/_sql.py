@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether.backends.postgres import _schema
 from tether.errors import ConfigError
 
 __all__ = ["ListQuery", "Statements", "check_schema_name"]
@@ -35,36 +36,58 @@ def check_schema_name(schema: str) -> str:
 
 
 # Columns every read returns, in this order (see _codec.decode_row): the
-# checkpoint, its parent, and -- in the same round trip -- its channel blobs
-# (with the snapshot each append tail extends) and pending writes as parallel
-# arrays, the writes already in S2.4 order.
+# checkpoint, its parent, the channels recorded as absent when it was put, and
+# -- in the same round trip -- its channel blobs (with the snapshot each append
+# tail extends) and pending writes as parallel arrays, the writes already in
+# S2.4 order.
 _READ_COLUMNS = """
     c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-    c.checkpoint, c.metadata,
+    c.checkpoint, c.metadata, c.absent,
     b.channels, b.types, b.encodings, b.blobs, b.bases, b.s_encodings, b.s_blobs,
     w.task_ids, w.channels, w.types, w.encodings, w.blobs
 """
 
+# The chosen rows with their inline values and versions taken out of the
+# checkpoint once per row. OFFSET 0 keeps the subquery from being flattened
+# into the outer query, where each of the per-channel tests below would take
+# them out of the (detoasted) checkpoint again: quadratic in the channel count.
+# The ORDER BY (a page's) is repeated there so that the outer query knows the
+# rows arrive in order and does not sort them again.
+_ROWS = """SELECT r.*, r.checkpoint -> 'channel_values' AS inline_values,
+       r.checkpoint -> 'channel_versions' AS versions
+FROM ({inner}) r {order_by} OFFSET 0"""
+
+
+def _order(alias: str, order: tuple[str, ...]) -> str:
+    """An ORDER BY list of ``("column DESC", ...)`` on the relation ``alias``."""
+    return ", ".join(f"{alias}.{term}" for term in order)
+
 
 def _read_joins(blobs: str, writes: str) -> str:
-    # Inline (primitive) channels are skipped: their value is in the checkpoint.
-    # Each blob, and the snapshot an append tail extends, is one primary-key
-    # lookup: the LIMIT 1 subqueries cannot be flattened into a join, so the
-    # planner cannot pick a hash join over every blob of the thread (which it
-    # did on a young table whose statistics said "one row").
+    # Inline (primitive) channels are skipped: their value is in the checkpoint
+    # (`?` on the row's inline values is a binary search). Each other channel's
+    # blob, and the snapshot an append tail extends, is one primary-key lookup:
+    # the LIMIT 1 subqueries cannot be flattened into a join, so the planner
+    # cannot pick a hash join over every blob of the thread (which it did on a
+    # young table whose statistics said "one row"). A channel without a blob row
+    # comes back with a NULL type: decode_row decides whether that is allowed.
+    # Pending writes are put in S2.4 order once (the window's sort); each array
+    # then follows that row number, input its sort finds already in order.
+    # Five aggregates each ordered by (task_path, task_id, idx) sorted the
+    # writes five times: 3x the server time at 100,000 writes.
     return f"""
     LEFT JOIN LATERAL (
         SELECT array_agg(v.key) AS channels, array_agg(bl.type) AS types,
                array_agg(bl.encoding) AS encodings, array_agg(bl.blob) AS blobs,
                array_agg(bl.base) AS bases, array_agg(sn.encoding) AS s_encodings,
                array_agg(sn.blob) AS s_blobs
-        FROM jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
-        CROSS JOIN LATERAL (
+        FROM jsonb_each_text(c.versions) AS v(key, value)
+        LEFT JOIN LATERAL (
             SELECT b1.type, b1.encoding, b1.blob, b1.base FROM {blobs} b1
             WHERE b1.thread_id = c.thread_id AND b1.checkpoint_ns = c.checkpoint_ns
               AND b1.channel = v.key AND b1.version = v.value
             LIMIT 1
-        ) bl
+        ) bl ON true
         LEFT JOIN LATERAL (
             SELECT s1.encoding, s1.blob FROM {blobs} s1
             WHERE bl.base IS NOT NULL AND s1.thread_id = c.thread_id
@@ -72,17 +95,21 @@ def _read_joins(blobs: str, writes: str) -> str:
               AND s1.version = bl.base
             LIMIT 1
         ) sn ON true
-        WHERE NOT coalesce(c.checkpoint -> 'channel_values' ? v.key, false)
+        WHERE NOT coalesce(c.inline_values ? v.key, false)
     ) b ON true
     LEFT JOIN LATERAL (
-        SELECT array_agg(cw.task_id ORDER BY cw.task_path, cw.task_id, cw.idx) AS task_ids,
-               array_agg(cw.channel ORDER BY cw.task_path, cw.task_id, cw.idx) AS channels,
-               array_agg(cw.type ORDER BY cw.task_path, cw.task_id, cw.idx) AS types,
-               array_agg(cw.encoding ORDER BY cw.task_path, cw.task_id, cw.idx) AS encodings,
-               array_agg(cw.blob ORDER BY cw.task_path, cw.task_id, cw.idx) AS blobs
-        FROM {writes} cw
-        WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns
-          AND cw.checkpoint_id = c.checkpoint_id
+        SELECT array_agg(cw.task_id ORDER BY cw.n) AS task_ids,
+               array_agg(cw.channel ORDER BY cw.n) AS channels,
+               array_agg(cw.type ORDER BY cw.n) AS types,
+               array_agg(cw.encoding ORDER BY cw.n) AS encodings,
+               array_agg(cw.blob ORDER BY cw.n) AS blobs
+        FROM (
+            SELECT cw.task_id, cw.channel, cw.type, cw.encoding, cw.blob,
+                   row_number() OVER (ORDER BY cw.task_path, cw.task_id, cw.idx) AS n
+            FROM {writes} cw
+            WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns
+              AND cw.checkpoint_id = c.checkpoint_id
+        ) cw
     ) w ON true
 """
 
@@ -101,17 +128,17 @@ class Statements:
     def __init__(self, schema: str) -> None:
         self.schema = check_schema_name(schema)
         q = f'"{self.schema}"'
-        self.checkpoints = f"{q}.checkpoints"
-        self.blobs = f"{q}.checkpoint_blobs"
-        self.writes = f"{q}.checkpoint_writes"
-        self.migrations = f"{q}.tether_migrations"
+        self.checkpoints = f"{q}.{_schema.CHECKPOINTS}"
+        self.blobs = f"{q}.{_schema.BLOBS}"
+        self.writes = f"{q}.{_schema.WRITES}"
+        self.migrations = f"{q}.{_schema.MIGRATIONS_TABLE}"
         self._joins = _read_joins(self.blobs, self.writes)
 
         self.get_by_id = self._read(
             "c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"
         )
         self.get_latest = self._read(
-            "c.thread_id = %s AND c.checkpoint_ns = %s", "c.checkpoint_id DESC", "1"
+            "c.thread_id = %s AND c.checkpoint_ns = %s", ("checkpoint_id DESC",), "1"
         )
         # get_writes: one checkpoint's writes with their keys, in get_tuple's order.
         self.get_writes = f"""
@@ -121,15 +148,13 @@ WHERE cw.thread_id = %s AND cw.checkpoint_ns = %s AND cw.checkpoint_id = %s
 ORDER BY cw.task_path, cw.task_id, cw.idx
 """
 
-        # Inline values of channels the put does not name are carried over from
-        # the row that holds them at the same version: the contract reads
-        # unnamed channels from storage, never from the caller's channel_values.
-        # That row is almost always the parent (one key lookup); a checkpoint
-        # put under another parent (LangGraph's `__copy__` fork) or none finds
-        # the value in any row of the namespace, a scan made only for a channel
-        # the parent does not hold and that has no blob at that version.
-        self.put = f"""
-WITH blobs AS (
+        # A put is composed of named fragments: the blob rows it writes (left out
+        # when every written value is inline: then the server neither plans nor
+        # runs an INSERT into tether_blobs, its indexes and its foreign key), and
+        # the checkpoint row, inserted as it is when every channel is named in
+        # new_versions (most steps of a loop that updates its whole state; about
+        # a sixth less server time), else with the unnamed channels resolved.
+        blobs_cte = f"""blobs AS (
     INSERT INTO {self.blobs}
         (thread_id, checkpoint_ns, channel, version, type, encoding, blob, base)
     SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.encoding, x.blob, x.base
@@ -139,64 +164,80 @@ WITH blobs AS (
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
         SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding,
             base = EXCLUDED.base
-), head AS (
-    SELECT %(checkpoint)s::jsonb AS cp
-), parent AS (
-    SELECT p.checkpoint AS cp FROM {self.checkpoints} p
-    WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s
-      AND p.checkpoint_id = %(parent_id)s
-)
-INSERT INTO {self.checkpoints}
-    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+)"""
+        # Channels the put does not name are read from storage, never from the
+        # caller's channel_values (the contract). Each is, in this order:
+        # - carried: inline in the parent at the same version (a binary search
+        #   in the parent's inline values);
+        # - a blob row at that version (one primary-key probe, LIMIT 1 so that
+        #   the planner cannot hash every blob of the thread instead): nothing
+        #   to do;
+        # - inline in any row of the namespace at that version (a scan, made
+        #   only for a channel neither of the above has: LangGraph's `__copy__`
+        #   fork is put under another parent with new_versions={});
+        # - else absent: no put stored a value for it. Recorded in `absent`, so
+        #   that a read can tell such a channel from one whose row was lost.
+        # Every step is per channel and logarithmic, so a put is linear in the
+        # channel count (the parent's JSONB was detoasted once per channel before).
+        # The parent's inline values and versions are taken out of its row once,
+        # on the outer side of the per-channel loop: read there, a large JSONB is
+        # used in place, where a rescanned inner side copied it for every channel.
+        resolve_ctes = f"""head AS (
+    SELECT %(checkpoint)s::jsonb AS cp, %(named)s::jsonb AS named
+), unnamed AS MATERIALIZED (
+    SELECT v.key, v.version,
+           CASE WHEN parent.versions -> v.key = v.version
+                THEN parent.inline_values -> v.key END AS carried
+    FROM head
+    LEFT JOIN (
+        SELECT p.checkpoint -> 'channel_values' AS inline_values,
+               p.checkpoint -> 'channel_versions' AS versions
+        FROM {self.checkpoints} p
+        WHERE p.thread_id = %(thread_id)s AND p.checkpoint_ns = %(ns)s
+          AND p.checkpoint_id = %(parent_id)s
+        OFFSET 0
+    ) parent ON true
+    CROSS JOIN LATERAL jsonb_each(head.cp -> 'channel_versions') AS v(key, version)
+    WHERE NOT head.named ? v.key
+), found AS MATERIALIZED (
+    SELECT u.key, coalesce(u.carried, (
+        SELECT o.checkpoint -> 'channel_values' -> u.key FROM {self.checkpoints} o
+        WHERE o.thread_id = %(thread_id)s AND o.checkpoint_ns = %(ns)s
+          AND o.checkpoint -> 'channel_versions' -> u.key = u.version
+          AND o.checkpoint -> 'channel_values' ? u.key
+        LIMIT 1)) AS value
+    FROM unnamed u
+    WHERE u.carried IS NOT NULL OR (
+        SELECT 1 FROM {self.blobs} bl
+        WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(ns)s
+          AND bl.channel = u.key AND bl.version = u.version #>> '{{}}'
+        LIMIT 1) IS NULL
+)"""
+        columns = (
+            "(thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
+            "metadata, absent)"
+        )
+        upsert = """ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
+    SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
+        checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
+        absent = EXCLUDED.absent"""
+        insert_resolved = f"""INSERT INTO {self.checkpoints} {columns}
 SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s,
-    jsonb_set(head.cp, '{{channel_values}}', coalesce((
-        SELECT jsonb_object_agg(v.key, found.value)
-        FROM jsonb_each(head.cp -> 'channel_versions') AS v(key, version)
-        CROSS JOIN LATERAL (SELECT coalesce(
-            (SELECT parent.cp -> 'channel_values' -> v.key FROM parent
-             WHERE parent.cp -> 'channel_versions' -> v.key = v.version),
-            (SELECT o.checkpoint -> 'channel_values' -> v.key
-             FROM {self.checkpoints} o
-             WHERE o.thread_id = %(thread_id)s AND o.checkpoint_ns = %(ns)s
-               AND o.checkpoint -> 'channel_values' ? v.key
-               AND o.checkpoint -> 'channel_versions' -> v.key = v.version
-               AND NOT EXISTS (
-                   SELECT 1 FROM {self.blobs} bl
-                   WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(ns)s
-                     AND bl.channel = v.key AND bl.version = v.version #>> '{{}}')
-             LIMIT 1)
-        ) AS value) found
-        WHERE NOT v.key = ANY(%(named)s::text[]) AND found.value IS NOT NULL
-    ), '{{}}'::jsonb) || (head.cp -> 'channel_values')),
-    %(metadata)s::jsonb
+    jsonb_set(head.cp, '{{channel_values}}', coalesce(
+        (SELECT jsonb_object_agg(f.key, f.value) FROM found f WHERE f.value IS NOT NULL),
+        '{{}}'::jsonb) || (head.cp -> 'channel_values')),
+    %(metadata)s::jsonb,
+    (SELECT array_agg(f.key) FROM found f WHERE f.value IS NULL)
 FROM head
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
-    SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-        checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
-"""
-
-        # The put of a checkpoint whose every channel is in new_versions: nothing
-        # to carry over, so the row goes in as it is (most steps of a loop that
-        # updates its whole state; about a sixth less server time).
-        blobs_cte = self.put[: self.put.index("), head AS (")] + ")"
-        self.put_named = f"""{blobs_cte}
-INSERT INTO {self.checkpoints}
-    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
+{upsert}"""
+        insert_named = f"""INSERT INTO {self.checkpoints} {columns}
 VALUES (%(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(checkpoint)s::jsonb,
-        %(metadata)s::jsonb)
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
-    SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-        checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
-"""
-
-        # The same two puts without the blob CTE, for a put whose every written
-        # value is inline (small states): the server then neither plans nor runs
-        # an INSERT into checkpoint_blobs (its indexes, its foreign key).
-        self.put_inline = "WITH head AS (" + self.put[self.put.index("), head AS (") + 12 :]
-        self.put_named_inline = self.put_named[
-            self.put_named.index("INSERT INTO " + self.checkpoints) :
-        ]
-        assert "%(channels)s" not in self.put_inline + self.put_named_inline
+        %(metadata)s::jsonb, NULL)
+{upsert}"""
+        self.put = f"WITH {blobs_cte}, {resolve_ctes}\n{insert_resolved}"
+        self.put_inline = f"WITH {resolve_ctes}\n{insert_resolved}"
+        self.put_named = f"WITH {blobs_cte}\n{insert_named}"
+        self.put_named_inline = insert_named
 
         # Special writes (negative idx) replace, ordinary ones are insert-or-ignore
         # (S2.4); both halves in one statement so a batch is atomic.
@@ -266,13 +307,11 @@ WITH b AS (
         SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,
             type = EXCLUDED.type, encoding = EXCLUDED.encoding, blob = EXCLUDED.blob
 )
-INSERT INTO {self.checkpoints}
-    (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata)
-SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata
+INSERT INTO {self.checkpoints} {columns}
+SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
+       absent
 FROM {self.checkpoints} WHERE thread_id = %(src)s
-ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE
-    SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
-        checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
+{upsert}
 """
 
         # Thread operations that drop checkpoints run as three statements in one
@@ -356,7 +395,7 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
         self.try_xact_lease = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))"
         self.release_lease = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
 
-    def _read(self, where: str, order: str | None = None, limit: str | None = None) -> str:
+    def _read(self, where: str, order: tuple[str, ...] = (), limit: str | None = None) -> str:
         """Checkpoints chosen by ``where`` (first ``limit`` by ``order``), values joined on.
 
         The rows are chosen in a subquery and only then joined to their blobs
@@ -364,16 +403,18 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
         whatever plan the filter gets.
         """
         inner = f"SELECT * FROM {self.checkpoints} c WHERE {where}"
-        if order is not None:
-            inner += f" ORDER BY {order}"
+        if order:
+            inner += f" ORDER BY {_order('c', order)}"
         if limit is not None:
             inner += f" LIMIT {limit}"
         return self._read_from(inner, order)
 
-    def _read_from(self, inner: str, order: str | None) -> str:
-        """The rows of the query ``inner`` (aliased ``c``), values joined on, in ``order``."""
-        text = f"SELECT {_READ_COLUMNS} FROM ({inner}) c {self._joins}"
-        return text if order is None else f"{text} ORDER BY {order}"
+    def _read_from(self, inner: str, order: tuple[str, ...]) -> str:
+        """The rows of the query ``inner``, values joined on, in ``order`` (column DESC, ...)."""
+        order_by = f"ORDER BY {_order('r', order)}" if order else ""
+        rows = _ROWS.format(inner=inner, order_by=order_by)
+        text = f"SELECT {_READ_COLUMNS} FROM ({rows}) c {self._joins}"
+        return f"{text} ORDER BY {_order('c', order)}" if order else text
 
     def lease_key(self, thread_id: str) -> str:
         """The text hashed into the advisory-lock key of a thread's lease."""
@@ -421,12 +462,12 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
         if thread_id is not None and ns is None:
             return self._thread_page(where, params, after, page)
         if thread_id is not None:
-            order = "c.checkpoint_id DESC"
+            order: tuple[str, ...] = ("checkpoint_id DESC",)
             if after is not None:
                 where.append("c.checkpoint_id < %s")
                 params.append(after[0])
         else:
-            order = "c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC"
+            order = ("checkpoint_id DESC", "thread_id DESC", "checkpoint_ns DESC")
             if after is not None:
                 where.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (%s, %s, %s)")
                 params.extend(after)
@@ -444,7 +485,7 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
 
         Root-namespace rows come from the primary key ``(thread_id,
         checkpoint_ns, checkpoint_id)``; the others from the partial index
-        ``checkpoints_thread_ns_idx`` (``WHERE checkpoint_ns <> ''``), so a
+        ``tether_checkpoints_thread_ns_idx`` (``WHERE checkpoint_ns <> ''``), so a
         thread without subgraphs (most of them) costs no second index on every
         put. Each branch is already in ``(checkpoint_id, checkpoint_ns)`` DESC
         order and stops at ``page`` rows; Postgres merges the two.
@@ -462,12 +503,15 @@ DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
             root_params.append(cid)
             rest.append("(c.checkpoint_id, c.checkpoint_ns) < (%s, %s)")
             rest_params.extend([cid, after_ns])
-        order = "c.checkpoint_id DESC, c.checkpoint_ns DESC"
+        order = ("checkpoint_id DESC", "checkpoint_ns DESC")
         table = self.checkpoints
         inner = (
             f"(SELECT * FROM {table} c WHERE {' AND '.join(root)} "
             "ORDER BY c.checkpoint_id DESC LIMIT %s) UNION ALL "
-            f"(SELECT * FROM {table} c WHERE {' AND '.join(rest)} ORDER BY {order} LIMIT %s)"
+            f"(SELECT * FROM {table} c WHERE {' AND '.join(rest)} "
+            f"ORDER BY {_order('c', order)} LIMIT %s)"
         )
-        text = self._read_from(f"SELECT * FROM ({inner}) c ORDER BY {order} LIMIT %s", order)
+        text = self._read_from(
+            f"SELECT * FROM ({inner}) c ORDER BY {_order('c', order)} LIMIT %s", order
+        )
         return ListQuery(text, [*root_params, page, *rest_params, page, page])

@@ -73,6 +73,7 @@ from tether.errors import (
     ConfigError,
     MigrationError,
     SchemaVersionError,
+    StorageError,
     TetherError,
     ThreadBusyError,
 )
@@ -140,6 +141,17 @@ class _PostgresCore:
         self._json_ready: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._leases: set[str] = set()
+        # Set by the saver's close(): every later operation, and the next page
+        # of a listing already under way, raises it instead of using a resource.
+        self._closed: StorageError | None = None
+
+    def mark_closed(self, error: StorageError) -> None:
+        """Refuse every operation from now on with ``error`` (the saver was closed)."""
+        self._closed = error
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise StorageError(str(self._closed))
 
     # --- connections ------------------------------------------------------------------
 
@@ -155,6 +167,7 @@ class _PostgresCore:
     @contextmanager
     def _raw(self) -> Iterator[Connection[Any]]:
         """A connection for one operation, without pipeline mode."""
+        self._check_open()
         if self._pool is not None:
             with self._pool.connection() as conn:
                 self._configure(conn)
@@ -455,6 +468,7 @@ class _PostgresCore:
         A URL-built saver opens a connection of its own, so a long lease never
         takes a slot of the pool its run needs.
         """
+        self._check_open()
         if self._conninfo is not None:
             conn = Connection.connect(
                 self._conninfo, **{**self._connect_kwargs, "autocommit": True}
@@ -472,13 +486,30 @@ class _PostgresCore:
                 if not was and not conn.closed:
                     conn.set_autocommit(False)
 
-    def setup(self) -> None:
+    def setup(
+        self,
+        *,
+        refuse: Callable[[Sequence[str]], TetherError] | None = None,
+        import_official: Callable[[], None] | None = None,
+    ) -> None:
+        """Create or migrate the schema; then see to LangGraph's official store beside it.
+
+        When the schema holds an official ``PostgresSaver`` store with
+        checkpoints and tether's tables hold none (the "change one import"
+        moment), ``refuse`` (if given) is called with the official tables
+        found and what it returns is raised before anything is created;
+        otherwise ``import_official`` (if given) runs after the migrations,
+        still under the schema's migration lock, so concurrent ``setup()``
+        calls import once. With neither, the official store is left alone.
+        """
         key = f"tether.migrate:{self._sql.schema}"
         try:
             with self._session() as conn:
                 self._sync_lock_migrations(conn, key)
                 try:
-                    self._sync_migrate(conn)
+                    pending = self._sync_migrate(conn, refuse)
+                    if pending and import_official is not None:
+                        import_official()
                 finally:
                     if not conn.closed:
                         conn.execute(_schema.UNLOCK, (key,))
@@ -505,36 +536,73 @@ class _PostgresCore:
                 return
             time.sleep(_LEASE_POLL)
 
-    def _sync_migrate(self, conn: Connection[Any]) -> None:
-        schema = f'"{self._sql.schema}"'
-        cur = _execute_tuples(conn, _schema.MIGRATIONS_EXIST, (self._sql.migrations,))
+    def _sync_scalar(self, conn: Connection[Any], query: str, params: Any = None) -> Any:
+        cur = _execute_tuples(conn, query, params)
         row = cur.fetchone()
+        return row[0] if row is not None else None
+
+    def _sync_migrate(
+        self,
+        conn: Connection[Any],
+        refuse: Callable[[Sequence[str]], TetherError] | None,
+    ) -> bool:
+        """Bring the schema to :data:`SCHEMA_VERSION`; whether an official store awaits import.
+
+        A new schema gets the baseline (only ``tether_*`` objects, one
+        transaction); an older store runs the steps after its version.
+        """
+        name = self._sql.schema
+        schema = f'"{name}"'
         current = 0
-        if row is not None and row[0]:
-            cur = _execute_tuples(conn, _schema.CURRENT_VERSION.format(schema=schema))
-            row = cur.fetchone()
-            current = int(row[0]) if row is not None else 0
+        if self._sync_scalar(conn, _schema.MIGRATIONS_EXIST, (self._sql.migrations,)):
+            found = self._sync_scalar(conn, _schema.CURRENT_VERSION.format(schema=schema))
+            current = int(found or 0)
         if current > _schema.SCHEMA_VERSION:
             raise SchemaVersionError(
-                f"schema {self._sql.schema!r} is at tether schema version {current}, newer than "
+                f"schema {name!r} is at tether schema version {current}, newer than "
                 f"version {_schema.SCHEMA_VERSION} this tether supports; upgrade tether "
                 "(nothing was changed)",
                 found=current,
                 supported=_schema.SCHEMA_VERSION,
             )
+        tables = list(_schema.OFFICIAL_TABLES)
+        cur = _execute_tuples(conn, _schema.OFFICIAL_FOUND, (name, tables, tables))
+        official = [str(r[0]) for r in cur.fetchall()]
+        if "checkpoint_migrations" in official and 0 < current < _schema.RENAMED:
+            ours = self._sync_scalar(
+                conn, _schema.HAS_COLUMN, (name, "checkpoint_blobs", "encoding")
+            )
+            raise MigrationError(
+                _schema.shared_store_message(name, current, tether_created=bool(ours))
+            )
+        pending = False
+        if {"checkpoints", "checkpoint_migrations"} <= set(official):
+            theirs = f"{schema}.checkpoints"
+            if self._sync_scalar(conn, _schema.HAS_ROWS.format(table=theirs)):
+                ours = current >= _schema.RENAMED and self._sync_scalar(
+                    conn, _schema.HAS_ROWS.format(table=self._sql.checkpoints)
+                )
+                pending = not ours
+        if pending and refuse is not None:
+            raise refuse(official)
         if current == _schema.SCHEMA_VERSION:
-            return
+            return pending
         conn.execute(_schema.CREATE_SCHEMA.format(schema=schema))
-        conn.execute(_schema.CREATE_MIGRATIONS.format(schema=schema))
+        record = _schema.RECORD.format(schema=schema)
+        if current == 0:
+            with conn.transaction():
+                conn.execute(_schema.CREATE_MIGRATIONS.format(schema=schema))
+                for statement in _schema.BASELINE:
+                    conn.execute(statement.format(schema=schema))
+                for version, migration in enumerate(_schema.MIGRATIONS, start=1):
+                    conn.execute(record, (version, migration.name))
+            return pending
         for version, migration in enumerate(_schema.MIGRATIONS, start=1):
             if version <= current:
                 continue
-            record = _schema.RECORD.format(schema=schema)
             if migration.concurrent:
                 if migration.index is not None:
-                    cur = _execute_tuples(
-                        conn, _schema.INVALID_INDEX, (self._sql.schema, migration.index)
-                    )
+                    cur = _execute_tuples(conn, _schema.INVALID_INDEX, (name, migration.index))
                     if cur.fetchone() is not None:
                         drop = _schema.DROP_INDEX.format(schema=schema, index=migration.index)
                         conn.execute(drop)
@@ -546,6 +614,7 @@ class _PostgresCore:
                     for statement in migration.statements:
                         conn.execute(statement.format(schema=schema))
                     conn.execute(record, (version, migration.name))
+        return pending
 
     # --- leases -----------------------------------------------------------------------
     #
