@@ -266,15 +266,23 @@ class _PostgresTarget(_Target):
 
     def _open(self, saver_class: Any) -> None:
         ident = f'"{self.schema}"'
-        row = self.conn.execute(
-            "SELECT to_regclass(%s) IS NOT NULL AS ours, to_regclass(%s) IS NOT NULL AS theirs",
-            (f"{ident}.checkpoints", f"{ident}.checkpoint_migrations"),
-        ).fetchone()
-        if row and row["ours"] and not row["theirs"]:
+        # tether's own tables (tether_*) may share the schema; a table named
+        # checkpoints must be LangGraph's (it has a type column; a tether store
+        # from before schema version 10 used that name for its own table).
+        columns = {
+            str(r["column_name"])
+            for r in self.conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = %s AND table_name = 'checkpoints'",
+                (self.schema,),
+            ).fetchall()
+        }
+        if columns and "type" not in columns:
             raise ConfigError(
                 f"schema {self.schema!r} of {self.where} holds a table checkpoints that is not "
-                "LangGraph's (a tether store: tether's tables have the same names); export "
-                "into another schema (?schema=NAME)"
+                "LangGraph's (a tether store from before its tables were named tether_*: "
+                "open it once with this tether to upgrade it); or export into another "
+                "schema (?schema=NAME)"
             )
         self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident}")
         # The official saver names its tables without a schema.

@@ -410,14 +410,50 @@ def test_targets_that_are_not_official_stores(store: str, tmp_path: Path) -> Non
 
 
 @pytest.mark.postgres
-def test_a_postgres_schema_holding_a_tether_store_is_refused(store: str, pg_database: str) -> None:
+def test_an_export_goes_beside_a_tether_store_in_one_postgres_schema(
+    store: str, pg_database: str
+) -> None:
+    """tether's tables are tether_*: the official ones go beside them, and each program
+    reads its own rows (#13.2)."""
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
+
     from tether.backends.postgres import PostgresSaver
 
+    from tether import empty_checkpoint
+
     url = as_url(pg_database)
-    with PostgresSaver.from_conn_string(url, schema="mine", pool_size=1) as pg:
-        pg.setup()
-    message = error(run("export", store, "--to-langgraph", f"{url}?schema=mine"))
-    assert "schema 'mine'" in message
+    target = f"{url}?schema=mine"
+    with PostgresSaver.from_conn_string(target, pool_size=1) as ours:
+        ours.setup()
+        cp = empty_checkpoint()
+        ours.put({"configurable": {"thread_id": "tether-only"}}, cp, {}, {})
+    done = ok_json("export", store, "--to-langgraph", target)
+    assert done["threads"] > 0
+    with PostgresSaver.from_conn_string(target, pool_size=1) as ours:
+        mine = {t.config["configurable"]["thread_id"] for t in ours.list(None)}
+    with OfficialPostgresSaver.from_conn_string(
+        f"{pg_database} options='-c search_path=mine'"
+    ) as theirs:
+        official = {t.config["configurable"]["thread_id"] for t in theirs.list(None)}
+    assert mine == {"tether-only"}
+    assert official == {t["thread_id"] for t in ok_json("threads", store)}
+
+
+def test_a_postgres_schema_holding_an_old_tether_store_is_refused(
+    store: str, pg_database: str
+) -> None:
+    """A tether store from before version 10 has a table named checkpoints of its own."""
+    import psycopg
+
+    url = as_url(pg_database)
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA old")
+        conn.execute(
+            "CREATE TABLE old.checkpoints (thread_id TEXT, checkpoint_ns TEXT, "
+            "checkpoint_id TEXT, parent_checkpoint_id TEXT, checkpoint JSONB, metadata JSONB)"
+        )
+    message = error(run("export", store, "--to-langgraph", f"{url}?schema=old"))
+    assert "schema 'old'" in message
     assert "not LangGraph's" in message
 
 
