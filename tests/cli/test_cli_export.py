@@ -417,9 +417,8 @@ def test_an_export_goes_beside_a_tether_store_in_one_postgres_schema(
     reads its own rows (#13.2)."""
     from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 
-    from tether.backends.postgres import PostgresSaver
-
     from tether import empty_checkpoint
+    from tether.backends.postgres import PostgresSaver
 
     url = as_url(pg_database)
     target = f"{url}?schema=mine"
