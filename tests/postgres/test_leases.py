@@ -326,6 +326,40 @@ async def test_a_sync_lease_fences_async_writes_and_clones(
         assert history(admin, store, "t").single_chain
 
 
+async def test_an_async_lease_on_a_sync_pool_is_fenced(
+    pg_dsn: str, store: str, admin: psycopg.Connection[Any]
+) -> None:
+    """A saver built from a sync pool serves alease from its sync core, in worker threads."""
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(pg_dsn, kwargs={"autocommit": True}, min_size=1, max_size=3) as pool:
+        saver = PostgresSaver(pool, schema=store)
+
+        async def run(lease: Any) -> None:
+            assert lease.epoch == 1
+            assert await lease.is_held()
+            await lease.check()
+            root = await step("async", saver, None, 0)
+            end_lock_session(admin, store, "t")
+            assert not await lease.is_held()
+            advance_elsewhere(pg_dsn, store, "t")
+            with pytest.raises(LeaseLostError):
+                await step("async", saver, root, 1)
+            with pytest.raises(LeaseLostError):
+                await lease.check()
+
+        with pytest.raises(LeaseLostError) as at_exit:
+            await under_lease("async", saver, "t", run)
+        assert at_exit.value.current_epoch == 2
+
+        async def fails(lease: Any) -> None:
+            raise KeyError("the caller's own")
+
+        with pytest.raises(KeyError):  # an error leaving the block goes through as it is
+            await under_lease("async", saver, "t", fails)
+    assert history(admin, store, "t").single_chain
+
+
 async def test_unleased_threads_and_other_savers_are_not_fenced(
     pg_dsn: str, store: str, admin: psycopg.Connection[Any]
 ) -> None:
