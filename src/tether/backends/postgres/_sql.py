@@ -125,8 +125,8 @@ class Statements:
         # the parent does not hold and that has no blob at that version.
         #
         # Each write statement is composed of named parts, once plain and once
-        # fenced (see _fenced): the fenced variant gates every row source on the
-        # lease's epoch with a WHERE clause, and is otherwise the same text.
+        # fenced (the variants below, for leased threads): the fenced one gates
+        # every row source on the lease's epoch with a WHERE clause.
         def blob_rows(gate: str = "") -> str:
             return f"""INSERT INTO {self.blobs}
         (thread_id, checkpoint_ns, channel, version, type, encoding, blob, base)
@@ -415,8 +415,6 @@ RETURNING l.epoch
         self.lease_state = f"""
 SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), {lock_held}
 """
-        # The epoch alone, for the message of a refused write.
-        self.lease_epoch = f"SELECT epoch FROM {self.leases} WHERE thread_id = %(thread_id)s"
 
     def _read(self, where: str, order: str | None = None, limit: str | None = None) -> str:
         """Checkpoints chosen by ``where`` (first ``limit`` by ``order``), values joined on.
