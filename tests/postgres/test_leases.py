@@ -211,6 +211,70 @@ def test_the_takeover_waits_for_a_stale_put_in_flight(
     assert h.parents == {"r": None, "s": "r", "z": "s"}
 
 
+def test_a_taker_whose_lock_ends_before_its_epoch_bump_takes_nothing(
+    pg_dsn: str, store: str, admin: psycopg.Connection[Any]
+) -> None:
+    """The epoch only moves under the lock: a late bump cannot outrank the next holder's.
+
+    Taker A's bump is held on the lease row (this test locks it), A's lock
+    session is ended meanwhile and B takes the lock, its bump queued behind
+    A's. When the row is released A's bump must find A's lock gone and change
+    nothing (A gets LeaseLostError), and B's lease must be the current one.
+    Without that check A's bump lands too and B holds a lease whose epoch is
+    stale: every write of B refused.
+    """
+    with url_saver(pg_dsn, store) as a, url_saver(pg_dsn, store) as b:
+        under(a.lease("t"), lambda lease: None)  # epoch 1: the row exists
+        results: dict[str, Any] = {}
+        blocker = psycopg.connect(pg_dsn)
+        try:
+            blocker.execute(
+                f'SELECT 1 FROM "{store}".tether_leases WHERE thread_id = %s FOR UPDATE', ("t",)
+            )
+            blocker_pid = blocker.info.backend_pid
+
+            def take_a() -> None:
+                try:
+                    results["a"] = under(a.lease("t"), lambda lease: lease.epoch)
+                except LeaseLostError as exc:
+                    results["a"] = exc
+
+            def take_b() -> None:
+                try:
+                    with b.lease("t", wait=True, timeout=60) as lease:
+                        results["b"] = lease.epoch
+                        taker_a.join(timeout=60)
+                        results["b held"] = lease.is_held()
+                except LeaseLostError as exc:
+                    results["b exit"] = exc
+
+            taker_a = threading.Thread(target=take_a)
+            taker_a.start()
+            wait_for("A's epoch bump to wait", lambda: bool(_blocked_by(admin, blocker_pid)))
+            bump_a = _blocked_by(admin, blocker_pid)[0]
+            end_lock_session(admin, store, "t")
+            taker_b = threading.Thread(target=take_b)
+            taker_b.start()
+            # B queues behind A's bump (the first waiter holds the row's tuple lock).
+            wait_for(
+                "B's epoch bump to wait",
+                lambda: bool(
+                    set(_blocked_by(admin, bump_a) + _blocked_by(admin, blocker_pid)) - {bump_a}
+                ),
+            )
+        finally:
+            blocker.commit()
+            blocker.close()
+        taker_a.join(timeout=60)
+        taker_b.join(timeout=60)
+    assert isinstance(results["a"], LeaseLostError), results
+    assert "lost while it was being taken" in str(results["a"])
+    assert results["b"] == 2
+    assert results["b held"] is True
+    assert "b exit" not in results
+    assert epoch_of(admin, store, "t") == 2
+
+
 def _race(
     dsn: str, store: str, admin: psycopg.Connection[Any], a: PostgresSaver, b: PostgresSaver
 ) -> None:
