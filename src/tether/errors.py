@@ -4,8 +4,8 @@ Every error tether raises on purpose derives from :class:`TetherError`. The
 groups follow what the caller does next:
 
 * fix the input: :class:`ConfigError` (also a :class:`ValueError`);
-* retry: :class:`ConflictError`, :class:`ThreadBusyError`,
-  :class:`StorageUnavailable`, :class:`StorageTimeout`;
+* retry: :class:`ConflictError`, :class:`ThreadBusyError` (and its
+  :class:`LeaseLostError`), :class:`StorageUnavailable`, :class:`StorageTimeout`;
 * upgrade: :class:`SchemaVersionError`, :class:`MigrationError`;
 * look at the data: :class:`DecodeError`, :class:`EncodeError`,
   :class:`StorageError`.
@@ -26,6 +26,7 @@ __all__ = [
     "ConflictError",
     "DecodeError",
     "EncodeError",
+    "LeaseLostError",
     "MigrationError",
     "SchemaVersionError",
     "StorageError",
@@ -64,6 +65,35 @@ class ThreadBusyError(ConflictError):
     def __init__(self, message: str, *, thread_id: str | None = None) -> None:
         super().__init__(message)
         self.thread_id = thread_id
+
+
+class LeaseLostError(ThreadBusyError):
+    """The lease this process held on a thread ended before its block did.
+
+    Its lock's connection was lost (a server restart, a failover,
+    ``pg_terminate_backend``, ``idle_in_transaction_session_timeout``, a network
+    cut), so another run may have taken the thread over. A write refused with
+    this error stored nothing. Stop the run, take the lease again and resume
+    from the thread's latest checkpoint.
+
+    Attributes:
+        thread_id: the thread.
+        epoch: the lease's epoch (its fencing token) when this process took it.
+        current_epoch: the thread's epoch when the loss was found (``None`` if
+            unknown); above ``epoch`` when another holder has taken the lease since.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str | None = None,
+        epoch: int | None = None,
+        current_epoch: int | None = None,
+    ) -> None:
+        super().__init__(message, thread_id=thread_id)
+        self.epoch = epoch
+        self.current_epoch = current_epoch
 
 
 class StorageError(TetherError):

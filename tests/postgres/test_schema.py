@@ -20,7 +20,13 @@ from .helpers import build_old_store, call, catalog, chain, copy_rows, populate_
 pytestmark = pytest.mark.postgres
 
 CHILD = str(Path(__file__).with_name("pg_child.py"))
-TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_migrations")
+TABLES = (
+    "tether_checkpoints",
+    "tether_blobs",
+    "tether_writes",
+    "tether_migrations",
+    "tether_leases",
+)
 INDEXES = {
     "tether_checkpoints_pkey",
     "tether_blobs_pkey",
@@ -31,6 +37,7 @@ INDEXES = {
     "tether_checkpoints_metadata_idx",
     "tether_blobs_base_idx",
     "tether_migrations_pkey",
+    "tether_leases_pkey",
 }
 
 

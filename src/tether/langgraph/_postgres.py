@@ -35,6 +35,8 @@ from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tether.backends.postgres import PostgresSaver as _TetherPostgresSaver
+from tether.backends.postgres._async import AsyncLease
+from tether.backends.postgres._sync import Lease
 from tether.langgraph._adapter import TetherLangGraphSaver
 from tether.langgraph._serde import langgraph_serializer
 from tether.serde.base import SerializerProtocol
@@ -164,17 +166,21 @@ class PostgresSaver(TetherLangGraphSaver):
 
     def lease(
         self, thread_id: str, *, wait: bool = False, timeout: float | None = None
-    ) -> contextlib.AbstractContextManager[None]:
+    ) -> contextlib.AbstractContextManager[Lease]:
         """One writer per thread across processes and machines (see tether's ``lease``).
 
         Wrap each run of a graph on ``thread_id`` in it; a second run elsewhere
         gets :class:`~tether.errors.ThreadBusyError` (or waits, with ``wait``).
+        If the lease is lost while the run goes on (the server dropped its lock
+        and another run took the thread), the graph's next checkpoint write
+        raises :class:`~tether.errors.LeaseLostError` and stores nothing; the
+        block gives ``lease.is_held()`` and ``lease.check()`` for long runs.
         """
         return self.saver.lease(thread_id, wait=wait, timeout=timeout)
 
     def alease(
         self, thread_id: str, *, wait: bool = False, timeout: float | None = None
-    ) -> contextlib.AbstractAsyncContextManager[None]:
+    ) -> contextlib.AbstractAsyncContextManager[AsyncLease]:
         """Async :meth:`lease` (``async with saver.alease(thread_id): ...``)."""
         return self.saver.alease(thread_id, wait=wait, timeout=timeout)
 

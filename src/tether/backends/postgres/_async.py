@@ -61,6 +61,14 @@ from tether.backends.postgres._codec import (
     store_whole,
 )
 from tether.backends.postgres._errors import is_retryable, translate
+from tether.backends.postgres._leases import (
+    LeaseRegistry,
+    lost_lease,
+    lost_on_write,
+    lost_while_taking,
+    released_lease,
+    unconfirmed_lease,
+)
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
     Address,
@@ -76,12 +84,13 @@ from tether.errors import (
     MigrationError,
     SchemaVersionError,
     StorageError,
+    StorageUnavailable,
     TetherError,
     ThreadBusyError,
 )
 from tether.serde.base import SerializerProtocol
 
-__all__ = ["_AsyncPostgresCore"]
+__all__ = ["AsyncLease", "_AsyncPostgresCore"]
 
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
@@ -119,6 +128,7 @@ class _AsyncPostgresCore:
         appends: AppendTracker | None = None,
         conninfo: str | None = None,
         connect_kwargs: Mapping[str, Any] | None = None,
+        leases: LeaseRegistry | None = None,
     ) -> None:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._single: AsyncConnection[Any] | None = None
@@ -142,7 +152,9 @@ class _AsyncPostgresCore:
         self._owned = conninfo is not None
         self._json_ready: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
         self._lock = asyncio.Lock()
-        self._leases: set[str] = set()
+        # The saver's one registry (both cores, clones): which threads it holds
+        # a lease on, so that their writes are fenced.
+        self._leases = leases if leases is not None else LeaseRegistry()
         # Set by the saver's close(): every later operation, and the next page
         # of a listing already under way, raises it instead of using a resource.
         self._closed: StorageError | None = None
@@ -265,6 +277,26 @@ class _AsyncPostgresCore:
 
         await self._run(what, op)
 
+    async def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
+        """Run a fenced write statement, which must find the lease's epoch.
+
+        It returns the epoch it found in the thread's lease row; any other
+        value than ``epoch`` means it wrote nothing (see ``_sql``).
+        """
+        attempts = 0
+
+        async def op(conn: AsyncConnection[Any]) -> Any:
+            nonlocal attempts
+            attempts += 1
+            async with self._tx(conn):
+                cur = await _execute_tuples(conn, query, params)
+                row = await cur.fetchone()
+            return None if row is None else row[0]
+
+        current = await self._run(what, op)
+        if current != epoch:
+            raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
+
     # --- reads ------------------------------------------------------------------------
 
     async def aget_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
@@ -370,12 +402,23 @@ class _AsyncPostgresCore:
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
         named = checkpoint["channel_versions"].keys() <= new_versions.keys()
         sql = self._sql
-        if params["channels"]:
-            query = sql.put_named if named else sql.put
+        epoch = self._leases.epochs.get(at.thread_id)
+        if epoch is None:
+            if params["channels"]:
+                query = sql.put_named if named else sql.put
+            else:
+                query = sql.put_named_inline if named else sql.put_inline
         else:
-            query = sql.put_named_inline if named else sql.put_inline
+            params["lease_epoch"] = epoch
+            if params["channels"]:
+                query = sql.put_named_fenced if named else sql.put_fenced
+            else:
+                query = sql.put_named_inline_fenced if named else sql.put_inline_fenced
         try:
-            await self._execute(what, query, pack_put(params))
+            if epoch is None:
+                await self._execute(what, query, pack_put(params))
+            else:
+                await self._fenced(what, query, pack_put(params), at.thread_id, epoch)
         except TetherError as exc:
             # A tail extends a snapshot another process deleted since this one
             # wrote it: the foreign key refused the whole statement. Store the
@@ -383,7 +426,10 @@ class _AsyncPostgresCore:
             if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise
             whole = store_whole(params, tails, self._codec, self._appends)
-            await self._execute(what, query, pack_put(whole))
+            if epoch is None:
+                await self._execute(what, query, pack_put(whole))
+            else:
+                await self._fenced(what, query, pack_put(whole), at.thread_id, epoch)
         return at.to_config()
 
     async def aput_writes(
@@ -401,8 +447,14 @@ class _AsyncPostgresCore:
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"
         )
-        query = self._sql.put_writes if special else self._sql.put_writes_ordinary
-        await self._execute(what, query, params)
+        epoch = self._leases.epochs.get(addr.thread_id)
+        if epoch is None:
+            query = self._sql.put_writes if special else self._sql.put_writes_ordinary
+            await self._execute(what, query, params)
+        else:
+            params["lease_epoch"] = epoch
+            query = self._sql.put_writes_fenced if special else self._sql.put_writes_ordinary_fenced
+            await self._fenced(what, query, params, addr.thread_id, epoch)
 
     # --- thread operations --------------------------------------------------------------
 
@@ -624,16 +676,23 @@ class _AsyncPostgresCore:
 
     # --- leases -----------------------------------------------------------------------
     #
-    # A lease on a connection of its own (URL-built saver, or one pool connection)
-    # is a *transaction* advisory lock held by a transaction kept open, idle,
-    # for the run: PgBouncer in transaction mode pins a server connection to a
-    # client for the length of a transaction, so the lock and its release stay
-    # on one server session there too. Idle between statements in READ
-    # COMMITTED, that transaction holds no snapshot and no xid (vacuum and
-    # index builds do not wait for it), but a server
-    # ``idle_in_transaction_session_timeout`` shorter than a run would end it.
-    # On a caller's single connection, shared with the saver's operations, the
-    # lease is a session advisory lock instead (a transaction would swallow them).
+    # A lease is an advisory lock plus a fencing token (``_leases``). The lock on
+    # a connection of its own (URL-built saver, or one pool connection) is a
+    # *transaction* advisory lock held by a transaction kept open, idle, for the
+    # run: PgBouncer in transaction mode pins a server connection to a client for
+    # the length of a transaction, so the lock and its release stay on one server
+    # session there too. Idle between statements in READ COMMITTED, that
+    # transaction holds no snapshot and no xid (vacuum and index builds do not
+    # wait for it), and it never reads a table, so it holds no table lock a
+    # migration would queue behind. A server ``idle_in_transaction_session_timeout``
+    # shorter than a run ends it (``AsyncLease.check`` is a heartbeat). On a
+    # caller's single connection, shared with the saver's operations, the lock is
+    # a session advisory lock instead (a transaction would swallow them).
+    #
+    # Once the lock is held, the thread's epoch is raised (``take_lease``, on an
+    # ordinary connection, committed at once) and registered, and from then on
+    # every put and put_writes of the thread by this saver is the fenced
+    # statement.
 
     @asynccontextmanager
     async def alease(
@@ -642,23 +701,47 @@ class _AsyncPostgresCore:
         *,
         wait: bool,
         timeout: float | None,  # noqa: ASYNC109 -- a lock wait, not an I/O timeout
-    ) -> AsyncIterator[None]:
+    ) -> AsyncIterator[AsyncLease]:
         tid = check_thread_id(thread_id)
-        key = self._sql.lease_key(tid)
-        if tid in self._leases:
+        if not self._leases.claim(tid):
             raise ThreadBusyError(
                 f"thread {tid!r} is already leased by this saver; a run holds one lease per thread",
                 thread_id=tid,
             )
+        try:
+            async with self._async_lease_lock(tid, wait, timeout) as (conn, pid):
+                lease = AsyncLease(self, tid, await self._async_take(tid, pid), pid, conn)
+                self._leases.hold(tid, lease.epoch)
+                try:
+                    yield lease
+                except BaseException:
+                    lease._ended = True
+                    raise
+                # Confirmed while the lock is still held: once it is released the
+                # next holder raises the epoch at once.
+                try:
+                    await self._async_confirm(lease)
+                finally:
+                    lease._ended = True
+        finally:
+            self._leases.drop(tid)
+
+    @asynccontextmanager
+    async def _async_lease_lock(
+        self,
+        tid: str,
+        wait: bool,
+        timeout: float | None,  # noqa: ASYNC109 -- a lock wait, not an I/O timeout
+    ) -> AsyncIterator[tuple[AsyncConnection[Any] | None, int]]:
+        """Hold the thread's advisory lock: (the lock's own connection or None, server pid)."""
+        key = self._sql.lease_key(tid)
         deadline = None if timeout is None else time.monotonic() + timeout
         what = f"lease of thread {tid!r}"
         if self._single is not None:
-            await self._async_acquire(None, self._sql.try_lease, key, tid, wait, deadline)
-            self._leases.add(tid)
+            pid = await self._async_acquire(None, self._sql.try_lease, key, tid, wait, deadline)
             try:
-                yield
+                yield None, pid
             finally:
-                self._leases.discard(tid)
                 with contextlib.suppress(TetherError):
                     await self._async_lock_query(None, self._sql.release_lease, key, what)
             return
@@ -669,12 +752,9 @@ class _AsyncPostgresCore:
             raise translate(exc, what) from exc
         try:
             await self._async_lock_query(conn, "BEGIN", None, what)
-            await self._async_acquire(conn, self._sql.try_xact_lease, key, tid, wait, deadline)
-            self._leases.add(tid)
-            try:
-                yield
-            finally:
-                self._leases.discard(tid)
+            query = self._sql.try_xact_lease
+            pid = await self._async_acquire(conn, query, key, tid, wait, deadline)
+            yield conn, pid
         finally:
             # Ending the transaction releases the lock; a lost connection took it already.
             with contextlib.suppress(psycopg.Error):
@@ -685,19 +765,16 @@ class _AsyncPostgresCore:
 
     async def _async_lock_query(
         self, conn: AsyncConnection[Any] | None, query: str, key: str | None, what: str
-    ) -> Any:
+    ) -> tuple[Any, ...] | None:
         """One lock statement (on ``conn``, or the single connection), errors translated."""
         params = None if key is None else (key,)
         try:
             if conn is not None:
                 cur = await _execute_tuples(conn, query, params)
-                row = await cur.fetchone() if cur.description else None
-                return row[0] if row else None
-            async with self._raw() as single:
-                async with self._tx(single):
-                    cur = await _execute_tuples(single, query, params)
-                    row = await cur.fetchone()
-                return row[0] if row else None
+                return await cur.fetchone() if cur.description else None
+            async with self._raw() as single, self._tx(single):
+                cur = await _execute_tuples(single, query, params)
+                return await cur.fetchone()
         except psycopg.Error as exc:
             raise translate(exc, what) from exc
 
@@ -709,9 +786,13 @@ class _AsyncPostgresCore:
         tid: str,
         wait: bool,
         deadline: float | None,
-    ) -> None:
+    ) -> int:
+        """Take the advisory lock, polling; the server pid of the session holding it."""
         what = f"lease of thread {tid!r}"
-        while not await self._async_lock_query(conn, query, key, what):
+        while True:
+            row = await self._async_lock_query(conn, query, key, what)
+            if row is not None and row[0]:
+                return int(row[1])
             if not wait or (deadline is not None and time.monotonic() >= deadline):
                 how = "" if not wait else " within the timeout"
                 raise ThreadBusyError(
@@ -720,3 +801,121 @@ class _AsyncPostgresCore:
                     thread_id=tid,
                 )
             await asyncio.sleep(_LEASE_POLL)
+
+    def _lease_params(self, tid: str, pid: int) -> dict[str, Any]:
+        return {"thread_id": tid, "pid": pid, "key": self._sql.lease_key(tid)}
+
+    async def _async_take(self, tid: str, pid: int) -> int:
+        """Raise the thread's epoch while the lock is held (committed at once); the new epoch."""
+        what = f"lease of thread {tid!r}"
+        rows = await self._fetchall(what, self._sql.take_lease, self._lease_params(tid, pid))
+        if not rows:
+            raise lost_while_taking(tid)
+        return int(rows[0][0])
+
+    async def _async_lease_state(self, lease: AsyncLease) -> tuple[int | None, bool]:
+        """The thread's epoch now, and whether the lease's server session holds the lock."""
+        what = f"lease of thread {lease.thread_id!r}"
+        params = self._lease_params(lease.thread_id, lease._pid)
+        try:
+            rows = await self._fetchall(what, self._sql.lease_state, params)
+        except StorageUnavailable:
+            if lease._conn is None and self._single is not None and self._single.closed:
+                return None, False  # the single connection holding the session lock is gone
+            raise
+        current, locked = rows[0]
+        return (None if current is None else int(current)), bool(locked)
+
+    async def _async_touch(self, lease: AsyncLease) -> bool:
+        """One statement on the lease's own connection: whether its session is still there.
+
+        It also resets the server's ``idle_in_transaction_session_timeout``.
+        """
+        conn = lease._conn
+        if conn is None:
+            return True  # the single connection: the state query runs on it
+        try:
+            cur = await _execute_tuples(conn, "SELECT pg_backend_pid()")
+            row = await cur.fetchone()
+        except psycopg.Error:
+            return False
+        return row is not None and row[0] == lease._pid
+
+    async def _async_confirm(self, lease: AsyncLease) -> None:
+        """Raise :class:`LeaseLostError` unless ``lease`` is still held."""
+        if lease._conn is not None and lease._conn.closed:
+            current: int | None = None
+            with contextlib.suppress(TetherError):
+                current = (await self._async_lease_state(lease))[0]
+            raise lost_lease(lease.thread_id, lease.epoch, current)
+        try:
+            current, locked = await self._async_lease_state(lease)
+        except TetherError as exc:
+            raise unconfirmed_lease(lease.thread_id, lease.epoch, str(exc)) from exc
+        if not locked or current != lease.epoch:
+            raise lost_lease(lease.thread_id, lease.epoch, current)
+
+
+class AsyncLease:
+    """The lease of one thread, held for a run (``async with saver.alease(t) as lease``).
+
+    While it is held, every ``put``/``put_writes`` of the thread by the saver
+    that took it (and its ``with_allowlist`` clones, sync or async) is fenced
+    by :attr:`epoch`: once another run has taken the lease over, they raise
+    :class:`~tether.errors.LeaseLostError` and store nothing.
+
+    Attributes:
+        thread_id: the leased thread.
+        epoch: the lease's fencing token, one more than the previous holder's.
+    """
+
+    def __init__(
+        self,
+        core: _AsyncPostgresCore,
+        thread_id: str,
+        epoch: int,
+        pid: int,
+        conn: AsyncConnection[Any] | None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.epoch = epoch
+        self._core = core
+        self._pid = pid  # the server process holding the advisory lock
+        self._conn = conn  # the lock's own connection (None: the saver's single one)
+        self._ended = False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} thread_id={self.thread_id!r} epoch={self.epoch}>"
+
+    async def is_held(self) -> bool:
+        """Whether the lease still holds: its lock is held and the epoch is still this one.
+
+        One query on one of the saver's connections. ``False`` once the
+        server dropped the lock (restart, failover, ``pg_terminate_backend``,
+        ``idle_in_transaction_session_timeout``, a network cut), whether or not
+        another run has taken the lease since, and after the block ended.
+
+        Raises:
+            StorageUnavailable: Postgres could not be asked.
+        """
+        if self._ended or (self._conn is not None and self._conn.closed):
+            return False
+        current, locked = await self._core._async_lease_state(self)
+        return locked and current == self.epoch
+
+    async def check(self) -> None:
+        """Raise :class:`~tether.errors.LeaseLostError` unless the lease still holds.
+
+        For long holders, between steps: it is also a heartbeat, a statement on
+        the lease's own connection, which keeps a server
+        ``idle_in_transaction_session_timeout`` from ending the lease (call it
+        more often than that timeout).
+        """
+        if self._ended:
+            raise released_lease(self.thread_id, self.epoch)
+        if not await self._core._async_touch(self):
+            current: int | None = None
+            with contextlib.suppress(TetherError):
+                current = (await self._core._async_lease_state(self))[0]
+            raise lost_lease(self.thread_id, self.epoch, current)
+        await self._core._async_confirm(self)

@@ -56,11 +56,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from tether.backends._common import check_list_args
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._sqlbase import BlobCodec
-from tether.backends.postgres._async import _AsyncPostgresCore
+from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
+from tether.backends.postgres._leases import LeaseRegistry
 from tether.backends.postgres._loops import LoopPools
 from tether.backends.postgres._sql import Statements
-from tether.backends.postgres._sync import _PostgresCore
+from tether.backends.postgres._sync import Lease, _PostgresCore
 from tether.backends.postgres._urls import (
     read_conn_string,
     source_params,
@@ -151,6 +152,26 @@ class _Resources:
         self.timeout_ms: int | None = None
 
 
+class _ThreadedLease(AsyncLease):
+    """The async face of a sync core's :class:`Lease` (a saver built from a sync resource)."""
+
+    def __init__(self, lease: Lease) -> None:
+        # No AsyncLease.__init__: there is no async core here, and every method
+        # that would use one is overridden.
+        self.thread_id = lease.thread_id
+        self.epoch = lease.epoch
+        self._lease = lease
+
+    def __repr__(self) -> str:
+        return repr(self._lease)
+
+    async def is_held(self) -> bool:
+        return await asyncio.to_thread(self._lease.is_held)
+
+    async def check(self) -> None:
+        await asyncio.to_thread(self._lease.check)
+
+
 class PostgresSaver(BaseCheckpointSaver):
     """Checkpoints in Postgres, for sync and async callers (see the module doc).
 
@@ -196,10 +217,16 @@ class PostgresSaver(BaseCheckpointSaver):
     :class:`~tether.errors.ThreadBusyError` at once, or waits for the first
     (``wait=True``, with an optional ``timeout``). The lock is released when
     the block ends, and by the server when the holder's connection or process
-    dies. The lease is advisory: only runs that take it
-    are kept apart, so take it around every run of a thread::
+    dies. The server may also drop it under a live holder (a restart,
+    ``pg_terminate_backend``, ``idle_in_transaction_session_timeout``): each
+    lease raises the thread's epoch in ``tether_leases``, and the saver's
+    writes to a leased thread store only while that epoch is still theirs, so
+    a holder whose lease was taken over gets
+    :class:`~tether.errors.LeaseLostError` and writes nothing. The lease is
+    advisory: only runs that take it are kept apart, so take it around every
+    run of a thread::
 
-        with saver.lease(thread_id):
+        with saver.lease(thread_id) as lease:
             graph.invoke(inputs, {"configurable": {"thread_id": thread_id}})
 
     Schema (S5.3) and migrations: :meth:`setup` creates or migrates the tables
@@ -255,6 +282,8 @@ class PostgresSaver(BaseCheckpointSaver):
             "page_size": page_size,
             "codec": BlobCodec(compress_threshold=compress_threshold),
             "appends": AppendTracker.create(delta_threshold),
+            # One for the saver, its two cores and its with_allowlist clones.
+            "leases": LeaseRegistry(),
         }
         self._res = _Resources()
         if conn is None:
@@ -562,14 +591,26 @@ class PostgresSaver(BaseCheckpointSaver):
 
     def lease(
         self, thread_id: str, *, wait: bool = False, timeout: float | None = None
-    ) -> AbstractContextManager[None]:
+    ) -> AbstractContextManager[Lease]:
         """Hold the one-writer-per-thread lease of ``thread_id`` for a run (S5.4).
 
         A Postgres advisory lock (held by a transaction on a connection of its
         own, or by the session on a caller's single connection), so it holds
         across processes and machines and is released when the block ends or
-        the holder dies.
-        Only runs that take the lease are kept apart: take it around every run.
+        the holder dies, plus a fencing token: taking the lease raises the
+        thread's epoch, and while the block runs every ``put``/``put_writes``
+        (and ``aput``/``aput_writes``) of the thread by this saver writes only
+        if the epoch is still this lease's. So if the server drops the lock
+        while the block runs (a restart, ``pg_terminate_backend``,
+        ``idle_in_transaction_session_timeout``, a network cut) and another run
+        takes the lease, this one's writes raise
+        :class:`~tether.errors.LeaseLostError` and store nothing: two runs never
+        both advance the thread. Only runs that take the lease are kept apart:
+        take it around every run.
+
+        The block gets a :class:`Lease`: ``lease.epoch``, ``lease.is_held()``
+        (one query) and ``lease.check()`` (raises ``LeaseLostError``; a
+        heartbeat for long holders).
 
         Args:
             thread_id: the thread to lease.
@@ -578,14 +619,21 @@ class PostgresSaver(BaseCheckpointSaver):
 
         Raises:
             ThreadBusyError: another holder has the lease (and ``wait`` is off
-                or the timeout passed).
+                or the timeout passed), or this saver holds it already.
+            LeaseLostError: at the end of the block, when the lease was lost
+                before the block ended (not raised over an exception already
+                leaving the block).
         """
         return self._sync_core().lease(thread_id, wait=wait, timeout=timeout)
 
     def alease(
         self, thread_id: str, *, wait: bool = False, timeout: float | None = None
-    ) -> AbstractAsyncContextManager[None]:
-        """Async :meth:`lease` (``async with saver.alease(thread_id): ...``)."""
+    ) -> AbstractAsyncContextManager[AsyncLease]:
+        """Async :meth:`lease` (``async with saver.alease(thread_id) as lease: ...``).
+
+        The :class:`AsyncLease` has the same members, ``is_held()`` and
+        ``check()`` as coroutines.
+        """
         return self._alease(thread_id, wait=wait, timeout=timeout)
 
     @asynccontextmanager
@@ -595,18 +643,20 @@ class PostgresSaver(BaseCheckpointSaver):
         *,
         wait: bool,
         timeout: float | None,  # noqa: ASYNC109 -- a lock wait, not an I/O timeout
-    ) -> AsyncIterator[None]:
+    ) -> AsyncIterator[AsyncLease]:
         core = await self._aio_core()
         if core is not None:
-            async with core.alease(thread_id, wait=wait, timeout=timeout):
-                yield
+            async with core.alease(thread_id, wait=wait, timeout=timeout) as lease:
+                yield lease
             return
         cm = self._sync_core().lease(thread_id, wait=wait, timeout=timeout)
-        await asyncio.to_thread(cm.__enter__)
+        held = await asyncio.to_thread(cm.__enter__)
         try:
-            yield
-        finally:
-            await asyncio.to_thread(cm.__exit__, None, None, None)
+            yield _ThreadedLease(held)
+        except BaseException as exc:
+            await asyncio.to_thread(cm.__exit__, type(exc), exc, exc.__traceback__)
+            raise
+        await asyncio.to_thread(cm.__exit__, None, None, None)
 
     # --- sync API ---------------------------------------------------------------------
 

@@ -48,7 +48,14 @@ reserved):
   snapshot another process deleted (the writer then stores the whole value)
   and a sweep that would delete a snapshot a tail still needs;
 * ``tether_writes(thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
-  task_path, channel, type, encoding, blob)``.
+  task_path, channel, type, encoding, blob)``;
+* ``tether_leases(thread_id, epoch, backend_pid, taken_at)`` -- one row per
+  thread ever leased (S5.4): ``epoch`` is the fencing token, raised by one
+  each time a run takes the lease; ``backend_pid`` is the server process
+  holding that run's advisory lock. A put under a lease writes only while the
+  thread's epoch is still the one its lease got (see ``_sql.Statements``).
+  Rows are never deleted, not even with their thread: an epoch that started
+  again at 1 could match a stale holder's.
 
 Every text column is ``COLLATE "C"`` (since version 11): ids, namespaces,
 task ids and task paths order by code point, as on SQLite and in memory,
@@ -77,6 +84,7 @@ __all__ = [
     "BASELINE",
     "BLOBS",
     "CHECKPOINTS",
+    "LEASES",
     "MIGRATIONS",
     "OFFICIAL_TABLES",
     "RENAMED",
@@ -92,6 +100,7 @@ CHECKPOINTS = "tether_checkpoints"
 BLOBS = "tether_blobs"
 WRITES = "tether_writes"
 MIGRATIONS_TABLE = "tether_migrations"
+LEASES = "tether_leases"
 
 #: LangGraph's official PostgresSaver tables (langgraph-checkpoint-postgres).
 OFFICIAL_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
@@ -292,6 +301,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE {schema}.tether_checkpoints ALTER COLUMN absent DROP DEFAULT",
         ),
     ),
+    # The fencing token of thread leases (issue #18.7, S5.4): a lease whose
+    # advisory lock the server dropped (restart, terminated backend, timeout)
+    # must not let its holder keep writing once another run has taken over.
+    Migration(
+        "tether_leases",
+        (
+            """CREATE TABLE IF NOT EXISTS {schema}.tether_leases (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    epoch BIGINT NOT NULL,
+    backend_pid INTEGER NOT NULL,
+    taken_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    CONSTRAINT tether_leases_pkey PRIMARY KEY (thread_id)
+)""",
+        ),
+    ),
 )
 
 #: The first version whose tables have tether's own names.
@@ -359,6 +383,13 @@ BASELINE: tuple[str, ...] = (
     "ON {schema}.tether_checkpoints USING gin (metadata jsonb_path_ops)",
     "CREATE INDEX tether_blobs_base_idx "
     "ON {schema}.tether_blobs (thread_id, checkpoint_ns, channel, base) WHERE base IS NOT NULL",
+    """CREATE TABLE {schema}.tether_leases (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    epoch BIGINT NOT NULL,
+    backend_pid INTEGER NOT NULL,
+    taken_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    CONSTRAINT tether_leases_pkey PRIMARY KEY (thread_id)
+)""",
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"

@@ -132,6 +132,7 @@ class Statements:
         self.blobs = f"{q}.{_schema.BLOBS}"
         self.writes = f"{q}.{_schema.WRITES}"
         self.migrations = f"{q}.{_schema.MIGRATIONS_TABLE}"
+        self.leases = f"{q}.{_schema.LEASES}"
         self._joins = _read_joins(self.blobs, self.writes)
 
         self.get_by_id = self._read(
@@ -154,17 +155,19 @@ ORDER BY cw.task_path, cw.task_id, cw.idx
         # the checkpoint row, inserted as it is when every channel is named in
         # new_versions (most steps of a loop that updates its whole state; about
         # a sixth less server time), else with the unnamed channels resolved.
-        blobs_cte = f"""blobs AS (
-    INSERT INTO {self.blobs}
+        # Each is made once plain and once fenced (the variants below, for leased
+        # threads): the fenced one gates every row source on the lease's epoch.
+        def blob_rows(gate: str = "") -> str:
+            return f"""INSERT INTO {self.blobs}
         (thread_id, checkpoint_ns, channel, version, type, encoding, blob, base)
     SELECT %(thread_id)s, %(ns)s, x.channel, x.version, x.type, x.encoding, x.blob, x.base
     FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[],
                 %(encodings)s::smallint[], %(blobs)s::bytea[], %(bases)s::text[])
-        AS x(channel, version, type, encoding, blob, base)
+        AS x(channel, version, type, encoding, blob, base){gate}
     ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE
         SET type = EXCLUDED.type, blob = EXCLUDED.blob, encoding = EXCLUDED.encoding,
-            base = EXCLUDED.base
-)"""
+            base = EXCLUDED.base"""
+
         # Channels the put does not name are read from storage, never from the
         # caller's channel_values (the contract). Each is, in this order:
         # - carried: inline in the parent at the same version (a binary search
@@ -221,23 +224,32 @@ ORDER BY cw.task_path, cw.task_id, cw.idx
     SET parent_checkpoint_id = EXCLUDED.parent_checkpoint_id,
         checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata,
         absent = EXCLUDED.absent"""
-        insert_resolved = f"""INSERT INTO {self.checkpoints} {columns}
+
+        def insert_resolved(gate: str = "") -> str:
+            return f"""INSERT INTO {self.checkpoints} {columns}
 SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s,
     jsonb_set(head.cp, '{{channel_values}}', coalesce(
         (SELECT jsonb_object_agg(f.key, f.value) FROM found f WHERE f.value IS NOT NULL),
         '{{}}'::jsonb) || (head.cp -> 'channel_values')),
     %(metadata)s::jsonb,
     (SELECT array_agg(f.key) FROM found f WHERE f.value IS NULL)
-FROM head
+FROM head{gate}
 {upsert}"""
-        insert_named = f"""INSERT INTO {self.checkpoints} {columns}
-VALUES (%(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(checkpoint)s::jsonb,
-        %(metadata)s::jsonb, NULL)
-{upsert}"""
-        self.put = f"WITH {blobs_cte}, {resolve_ctes}\n{insert_resolved}"
-        self.put_inline = f"WITH {resolve_ctes}\n{insert_resolved}"
-        self.put_named = f"WITH {blobs_cte}\n{insert_named}"
-        self.put_named_inline = insert_named
+
+        named_values = (
+            "%(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(checkpoint)s::jsonb,\n"
+            "        %(metadata)s::jsonb, NULL"
+        )
+
+        def insert_named(gate: str = "") -> str:
+            source = f"SELECT {named_values}{gate}" if gate else f"VALUES ({named_values})"
+            return f"INSERT INTO {self.checkpoints} {columns}\n{source}\n{upsert}"
+
+        blobs_cte = f"blobs AS (\n    {blob_rows()}\n)"
+        self.put = f"WITH {blobs_cte}, {resolve_ctes}\n{insert_resolved()}"
+        self.put_inline = f"WITH {resolve_ctes}\n{insert_resolved()}"
+        self.put_named = f"WITH {blobs_cte}\n{insert_named()}"
+        self.put_named_inline = insert_named()
 
         # Special writes (negative idx) replace, ordinary ones are insert-or-ignore
         # (S2.4); both halves in one statement so a batch is atomic.
@@ -245,42 +257,72 @@ VALUES (%(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s, %(checkpoint)s:
             "(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, "
             "channel, type, encoding, blob)"
         )
-        write_src = """
+        pk = "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
+
+        def write_rows(p: str, gate: str = "") -> str:
+            arrays = (
+                f"%({p}idx)s::integer[], %({p}channels)s::text[], %({p}types)s::text[], "
+                f"%({p}encodings)s::smallint[],\n                %({p}blobs)s::bytea[]"
+            )
+            return f"""INSERT INTO {self.writes} {write_cols}
     SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(task_id)s, %(task_path)s,
            x.idx, x.channel, x.type, x.encoding, x.blob
-    FROM unnest({idx}::integer[], {ch}::text[], {ty}::text[], {en}::smallint[],
-                {bl}::bytea[]) AS x(idx, channel, type, encoding, blob)"""
-        special = write_src.format(
-            idx="%(s_idx)s",
-            ch="%(s_channels)s",
-            ty="%(s_types)s",
-            en="%(s_encodings)s",
-            bl="%(s_blobs)s",
-        )
-        ordinary = write_src.format(
-            idx="%(o_idx)s",
-            ch="%(o_channels)s",
-            ty="%(o_types)s",
-            en="%(o_encodings)s",
-            bl="%(o_blobs)s",
-        )
-        pk = "(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"
-        self.put_writes = f"""
-WITH special AS (
-    INSERT INTO {self.writes} {write_cols} {special}
+    FROM unnest({arrays}) AS x(idx, channel, type, encoding, blob){gate}"""
+
+        def special_rows(gate: str = "") -> str:
+            return f"""{write_rows("s_", gate)}
     ON CONFLICT {pk} DO UPDATE
         SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob,
-            encoding = EXCLUDED.encoding, task_path = EXCLUDED.task_path
-)
-INSERT INTO {self.writes} {write_cols} {ordinary}
-ON CONFLICT {pk} DO NOTHING
-"""
+            encoding = EXCLUDED.encoding, task_path = EXCLUDED.task_path"""
+
+        def ordinary_rows(gate: str = "") -> str:
+            return f"{write_rows('o_', gate)}\nON CONFLICT {pk} DO NOTHING"
+
+        self.put_writes = f"\nWITH special AS (\n    {special_rows()}\n)\n{ordinary_rows()}\n"
         # A batch of ordinary writes only (what a task's writes almost always
         # are): the special half would plan and run an empty upsert.
-        self.put_writes_ordinary = f"""
-INSERT INTO {self.writes} {write_cols} {ordinary}
-ON CONFLICT {pk} DO NOTHING
-"""
+        self.put_writes_ordinary = f"\n{ordinary_rows()}\n"
+
+        # The fenced variants, for writes to a thread this saver holds a lease
+        # on (S5.4, #18.7). `fence` reads the thread's lease row FOR SHARE and
+        # every row source is gated on its epoch being the lease's, so a
+        # stale holder's statement writes nothing, blobs included, and returns
+        # the epoch it found (the statement's one row). FOR SHARE, not FOR KEY
+        # SHARE: a new holder's epoch bump is an UPDATE of a non-key column,
+        # which takes FOR NO KEY UPDATE and conflicts with FOR SHARE only. So
+        # the bump waits for an in-flight put that read the old epoch, and a
+        # put that reads the row after the bump (READ COMMITTED re-reads the
+        # newest version of a row it locks) sees the new epoch: every put is
+        # ordered before or after each takeover.
+        gate = (
+            "\n    WHERE EXISTS (SELECT 1 FROM fence WHERE fence.epoch = %(lease_epoch)s::bigint)"
+        )
+        fence = f"""fence AS (
+    SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s FOR SHARE
+)"""
+        fenced_result = "SELECT (SELECT fence.epoch FROM fence)"
+        fenced_blobs = f"blobs AS (\n    {blob_rows(gate)}\n)"
+        self.put_fenced = (
+            f"WITH {fence}, {fenced_blobs}, {resolve_ctes}, "
+            f"cp_row AS (\n{insert_resolved(gate)}\n)\n{fenced_result}\n"
+        )
+        self.put_named_fenced = (
+            f"WITH {fence}, {fenced_blobs}, cp_row AS (\n{insert_named(gate)}\n)\n{fenced_result}\n"
+        )
+        self.put_inline_fenced = (
+            f"WITH {fence}, {resolve_ctes}, cp_row AS (\n{insert_resolved(gate)}\n)\n"
+            f"{fenced_result}\n"
+        )
+        self.put_named_inline_fenced = (
+            f"WITH {fence}, cp_row AS (\n{insert_named(gate)}\n)\n{fenced_result}\n"
+        )
+        self.put_writes_fenced = (
+            f"WITH {fence}, special AS (\n    {special_rows(gate)}\n), "
+            f"ordinary AS (\n{ordinary_rows(gate)}\n)\n{fenced_result}\n"
+        )
+        self.put_writes_ordinary_fenced = (
+            f"WITH {fence}, ordinary AS (\n{ordinary_rows(gate)}\n)\n{fenced_result}\n"
+        )
 
         self.delete_thread = f"""
 WITH w AS (DELETE FROM {self.writes} WHERE thread_id = %(t)s),
@@ -391,9 +433,41 @@ WITH w AS (DELETE FROM {self.writes} WHERE thread_id = ANY(%(threads)s::text[]))
 DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
 """
 
-        self.try_lease = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
-        self.try_xact_lease = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))"
+        # Leases (S5.4): an advisory lock on a hash of lease_key(), taken on the
+        # lease's own connection (a session lock on a caller's single one); the
+        # statement also names the server process holding it.
+        self.try_lease = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)), pg_backend_pid()"
+        self.try_xact_lease = (
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)), pg_backend_pid()"
+        )
         self.release_lease = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
+        # Whether the server process %(pid)s holds the advisory lock of %(key)s:
+        # pg_locks shows a bigint key as its high and low halves (classid, objid).
+        lock_held = """EXISTS (
+        SELECT 1 FROM pg_locks k
+        WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+          AND k.pid = %(pid)s
+          AND k.classid = ((hashtextextended(%(key)s, 0) >> 32) & 4294967295)::oid
+          AND k.objid = (hashtextextended(%(key)s, 0) & 4294967295)::oid)"""
+        # Taking a lease bumps the thread's epoch, committed at once on another
+        # connection than the lock's (whose transaction stays open). The bump
+        # happens only while the lock is still held by the taker, checked after
+        # the row is locked (ON CONFLICT locks it before its WHERE): a taker
+        # whose lock died on the way cannot raise the epoch over a newer
+        # holder's, so the current epoch is always the latest lock holder's.
+        self.take_lease = f"""
+INSERT INTO {self.leases} AS l (thread_id, epoch, backend_pid)
+SELECT %(thread_id)s, 1, %(pid)s WHERE {lock_held}
+ON CONFLICT (thread_id) DO UPDATE
+    SET epoch = l.epoch + 1, backend_pid = EXCLUDED.backend_pid, taken_at = now()
+    WHERE {lock_held}
+RETURNING l.epoch
+"""
+        # A held lease: the thread's epoch (NULL without a lease row) and whether
+        # the lease's server process still holds the lock.
+        self.lease_state = f"""
+SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), {lock_held}
+"""
 
     def _read(self, where: str, order: tuple[str, ...] = (), limit: str | None = None) -> str:
         """Checkpoints chosen by ``where`` (first ``limit`` by ``order``), values joined on.
