@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tether.backends.postgres._async import AsyncLease
 from tether.backends.postgres._saver import PostgresSaver
+from tether.backends.postgres._sync import Lease
 
-__all__ = ["PostgresSaver"]
+__all__ = ["AsyncLease", "Lease", "PostgresSaver"]
