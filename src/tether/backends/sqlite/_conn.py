@@ -42,6 +42,16 @@ Writers of one process take a process-wide lock per database file before
 ``BEGIN IMMEDIATE``, so they queue in FIFO order in Python rather than all
 sleeping in SQLite's busy handler (which backs off to 100 ms sleeps and is
 not fair).
+
+Closing: a connection is never closed while an operation uses it (closing a
+connection another thread is executing on crashes the process). The pool
+knows which connections are checked out; :meth:`ConnectionManager.close`
+closes the idle ones, waits for the others, interrupts statements still
+running after :data:`CLOSE_GRACE` seconds, and leaves any connection still in
+use to be closed by its operation when that ends.
+
+Read-only (``read_only=True``): files are opened with ``mode=ro``, so SQLite
+itself refuses every write, the journal mode and the schema version included.
 """
 
 from __future__ import annotations
