@@ -269,17 +269,16 @@ def metadata_from_json(text: str | bytes | None, *, address: Address) -> dict[st
 
 # --- row checksums ------------------------------------------------------------------------
 
-_NULL_FIELD = b"\xff\xff\xff\xff"  # no length is this long: NULL differs from every text
 _SIGN = 1 << 63
 
 
 def row_checksum(
     checkpoint_id: str,
     parent_id: str | None,
-    type_: str | None,
-    head: bytes | None,
-    versions: str | None,
-    metadata: str | None,
+    type_: str,
+    head: bytes,
+    versions: str,
+    metadata: str,
     unstored: str | None,
 ) -> int:
     """The checksum of a checkpoint row: xxh3-64 as a signed 64-bit int (an SQL INTEGER).
@@ -287,19 +286,24 @@ def row_checksum(
     Over the row's content: its id, parent id, head type and bytes, the
     ``channel_versions`` and metadata texts, and the channels the put found
     no stored value for. Not over thread and namespace, so that a row copied
-    to another thread (``copy_thread``, by SQL) keeps a valid checksum. Each
-    field is framed by its length, so no two rows of different fields hash
-    the same bytes.
+    to another thread (``copy_thread``, by SQL) keeps a valid checksum. The
+    fields are framed by a header of their lengths (characters for text,
+    bytes for the head, -1 for NULL), so no two rows of different fields
+    hash the same input.
+
+    Raises:
+        TypeError: a field is not of the type tether stores (a damaged row).
     """
-    buf = bytearray()
-    for field in (checkpoint_id, parent_id, type_, head, versions, metadata, unstored):
-        if field is None:
-            buf += _NULL_FIELD
-            continue
-        data = field.encode("utf-8", "surrogatepass") if isinstance(field, str) else field
-        buf += len(data).to_bytes(4, "little")
-        buf += data
-    value = xxhash.xxh3_64_intdigest(bytes(buf))
+    text = (
+        f"{len(checkpoint_id)}:{-1 if parent_id is None else len(parent_id)}:{len(type_)}:"
+        f"{len(versions)}:{len(metadata)}:{-1 if unstored is None else len(unstored)}:"
+        f"{len(head)}|{checkpoint_id}{parent_id or ''}{type_}{versions}{metadata}{unstored or ''}"
+    )
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: only in a damaged row
+        data = text.encode("utf-8", "surrogatepass")
+    value = xxhash.xxh3_64_intdigest(data + head)
     return value - (_SIGN << 1) if value >= _SIGN else value
 
 
