@@ -325,11 +325,11 @@ class ConnectionManager:
         except BaseException:
             with self._pool_lock:
                 self._opening -= 1
-                self._pool_changed.notify_all()
+                self._notify_close()
             raise
         with self._pool_lock:
             self._opening -= 1
-            self._pool_changed.notify_all()
+            self._notify_close()
             if not self._is_closed():  # close() may have run while this one opened
                 self._busy.add(conn)
                 return conn
@@ -342,7 +342,7 @@ class ConnectionManager:
             keep = reusable and not self._closed and len(self._idle) < self._max_idle
             if keep:
                 self._idle.append(conn)
-            self._pool_changed.notify_all()
+            self._notify_close()
         if not keep:
             # Out of _busy and _idle: no other thread can reach it any more.
             with contextlib.suppress(sqlite3.Error):
@@ -377,6 +377,15 @@ class ConnectionManager:
                 # Under the pool lock: the conn cannot be released and closed meanwhile.
                 conn.interrupt()
             self._pool_changed.wait_for(self._pool_idle, CLOSE_GRACE)
+
+    def _notify_close(self) -> None:
+        """Wake a close() waiting for the pool (call holding the pool lock).
+
+        Only close() waits, and only after setting ``_closed`` under this lock:
+        before that nobody is waiting, and notifying costs every operation.
+        """
+        if self._closed:
+            self._pool_changed.notify_all()
 
     def _pool_idle(self) -> bool:
         return not self._busy and not self._opening

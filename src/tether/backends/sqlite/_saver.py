@@ -114,7 +114,8 @@ from tether.backends.sqlite._sql import (
     HAS_BLOB,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
-    INSERT_WRITE,
+    INSERT_WRITE_IGNORE,
+    INSERT_WRITE_REPLACE,
     PARENT_PROMISE,
     PRUNE,
     THREADS_OF_RUNS,
@@ -714,9 +715,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         conn: sqlite3.Connection, replace: _List[tuple[Any, ...]], ignore: _List[tuple[Any, ...]]
     ) -> None:
         if replace:
-            conn.executemany(INSERT_WRITE.format(verb="REPLACE"), replace)
+            conn.executemany(INSERT_WRITE_REPLACE, replace)
         if ignore:
-            conn.executemany(INSERT_WRITE.format(verb="IGNORE"), ignore)
+            conn.executemany(INSERT_WRITE_IGNORE, ignore)
 
     # --- thread operations ------------------------------------------------------------
 

@@ -32,7 +32,8 @@ __all__ = [
     "HAS_BLOB",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
-    "INSERT_WRITE",
+    "INSERT_WRITE_IGNORE",
+    "INSERT_WRITE_REPLACE",
     "PARENT_PROMISE",
     "PRUNE",
     "THREADS_OF_RUNS",
@@ -155,8 +156,9 @@ _WRITE_COLUMNS = (
     "task_path, idx, channel, type, encoding, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-#: ``{verb}``: ``REPLACE`` for special writes, ``IGNORE`` for ordinary ones (S2.4).
-INSERT_WRITE = "INSERT OR {verb} " + _WRITE_COLUMNS
+#: Special writes replace, ordinary ones are insert-or-ignore (S2.4).
+INSERT_WRITE_REPLACE = "INSERT OR REPLACE " + _WRITE_COLUMNS
+INSERT_WRITE_IGNORE = "INSERT OR IGNORE " + _WRITE_COLUMNS
 
 # --- thread operations ---------------------------------------------------------------------
 
