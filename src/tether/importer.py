@@ -1,7 +1,8 @@
 """Import threads from LangGraph's official stores into a tether store.
 
 LangGraph's own savers keep their data in tables of their own shape, which a
-tether saver refuses to open (``tether import`` is the way over). This module
+tether saver does not read (``tether import`` is the way over; a SQLite file
+can hold both, tether's tables having names of their own). This module
 reads those tables directly, read-only, and replays every checkpoint into any
 tether saver through its public ``put``/``put_writes``:
 
@@ -215,15 +216,20 @@ class _OfficialSqlite:
     def _check(self) -> None:
         with self._translate(self.where):
             cps, writes = self._columns("checkpoints"), self._columns("writes")
-            blobs = self._columns("checkpoint_blobs")
+            tether = self._columns("tether_checkpoints")
         need_cps = {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id"}
         need_cps |= {"type", "checkpoint", "metadata"}
-        if blobs and "channel_versions" in cps:
+        # tether's tables may sit beside the official ones (their names differ
+        # since tether's schema 4): only the official ones are read. A
+        # `checkpoints` table with channel_versions is tether's, before schema 4.
+        official = need_cps <= cps and "channel_versions" not in cps and bool(writes)
+        if not official and (tether or "channel_versions" in cps):
             raise ConfigError(
-                f"{self.where} is a tether store, not a LangGraph SqliteSaver file; "
-                "`tether import` reads LangGraph's stores (use `tether copy` within a store)"
+                f"{self.where} is a tether store, not a LangGraph SqliteSaver file (it has no "
+                "official checkpoints and writes tables); `tether import` reads LangGraph's "
+                "stores (use `tether copy` within a store)"
             )
-        if not need_cps <= cps or not writes:
+        if not official:
             raise ConfigError(
                 f"{self.where} is not a LangGraph SqliteSaver store (it needs the tables "
                 "checkpoints and writes of langgraph-checkpoint-sqlite)"

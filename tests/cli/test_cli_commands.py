@@ -131,7 +131,7 @@ def test_show_unknown(store: str) -> None:
 def test_stats(store: str) -> None:
     stats = ok_json("stats", store)
     with sqlite3.connect(store) as conn:
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        for table in ("tether_checkpoints", "tether_blobs", "tether_writes"):
             (n,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             assert stats["tables"][table]["rows"] == n
     assert stats["threads"] == 2
@@ -239,10 +239,11 @@ def test_import(official_sqlite: tuple[Path, Any], tmp_path: Path) -> None:
     assert again["checkpoints"] == len(before["tuples"])
     assert again["threads"] == 2
     stats = ok_json("stats", target)
-    assert stats["tables"]["checkpoints"]["rows"] == len(before["tuples"])
+    assert stats["tables"]["tether_checkpoints"]["rows"] == len(before["tuples"])
     only = ok_json("import", str(source), str(tmp_path / "one.db"), "-t", "chat-2", "--no-progress")
     assert only["threads"] == 1
-    assert "same store" in error(run("import", str(source), f"sqlite:///{source}"))
+    # a tether store is not an official one, even as its own target
+    assert "is a tether store" in error(run("import", target, f"sqlite:///{target}"))
     assert "no thread 'ghost'" in error(run("import", str(source), target, "-t", "ghost"))
     assert "no SQLite file" in error(run("import", str(tmp_path / "missing.db"), target))
 

@@ -35,7 +35,7 @@ def _sqlite_rows(path: Path) -> dict[str, int]:
     with sqlite3.connect(path) as conn:
         return {
             t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+            for t in ("tether_checkpoints", "tether_blobs", "tether_writes")
         }
 
 
@@ -65,7 +65,7 @@ def test_sqlite_import_answers_as_the_official_store(
     cols = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel"
     with sqlite3.connect(source) as off, sqlite3.connect(target) as ours:
         theirs = sorted(off.execute(f"SELECT {cols} FROM writes"))
-        mine = sorted(ours.execute(f"SELECT {cols} FROM checkpoint_writes"))
+        mine = sorted(ours.execute(f"SELECT {cols} FROM tether_writes"))
     assert mine == theirs
     assert any(row[4] for row in mine)  # the scenario has tasks with a path
 

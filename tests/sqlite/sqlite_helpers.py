@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
@@ -32,3 +34,85 @@ def step(
 
 def thread(tid: str, ns: str = "") -> dict[str, Any]:
     return {"configurable": {"thread_id": tid, "checkpoint_ns": ns}}
+
+
+# --- populated stores, and the same rows in a previous schema version's tables ------------
+
+# tether's tables now, and their names and columns in each earlier version.
+_OLD_NAMES = {
+    "tether_checkpoints": "checkpoints",
+    "tether_blobs": "checkpoint_blobs",
+    "tether_writes": "checkpoint_writes",
+}
+
+
+def populate(saver: BaseCheckpointSaver, *, deltas: bool = True) -> None:
+    """Threads a real run leaves: subgraph namespaces, forks, writes, and (``deltas``)
+    a history long enough for append-delta snapshots and tails."""
+    from tether.testing._history import message
+
+    for t in range(3):
+        tid = f"thread-{t}"
+        for ns in ("", f"sub:{t}"):
+            cfg, prev = thread(tid, ns), None
+            history: list[Any] = []
+            steps = 40 if deltas and t == 0 else 6
+            for i in range(steps):
+                history = [*history, message(i, tid)] if deltas else [i, tid]
+                values = {"history": history, "turn": i}
+                if i == 0:
+                    values["fixed"] = {"kind": "set once", "t": t}
+                meta = {"source": "loop", "step": i, "run_id": f"run-{t}-{i % 2}", "k": [t, i]}
+                cfg, prev = step(saver, cfg, prev, values, meta)
+                saver.put_writes(cfg, [("turn", i), ("history", ["w", i])], f"task-{i}", "p")
+                if i % 3 == 0:
+                    saver.put_writes(cfg, [("__interrupt__", {"ask": i})], f"task-{i}")
+        # a fork from an early checkpoint of the root namespace
+        early = list(saver.list(thread(tid), limit=99))[-2]
+        step(saver, early.config, early.checkpoint, {"turn": -1}, {"source": "fork", "step": 1})
+
+
+def snapshot(saver: BaseCheckpointSaver) -> list[tuple[Any, ...]]:
+    """Every checkpoint of the store as plain data, in list order."""
+    return [
+        (t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+        for t in saver.list(None)
+    ]
+
+
+def as_version(source: Path, target: Path, version: int) -> None:
+    """Lay the rows of the current store ``source`` out in a new file at schema ``version``.
+
+    The tables are made by the migrations of that version
+    (``ensure_schema(..., target=version)``); the rows are copied column by
+    column (by name), so the file is what a tether of that version would hold
+    after the same puts. Versions 1 and 2 predate append deltas (no ``base``)
+    and version 1 compression (no ``encoding``): the source must not use them.
+    """
+    from tether.backends.sqlite._schema import ensure_schema
+
+    conn = sqlite3.connect(target, isolation_level=None)
+    try:
+        ensure_schema(conn, str(target), wal=True, target=version)
+        conn.execute("ATTACH DATABASE ? AS src", (str(source),))
+        for new, old in _OLD_NAMES.items():
+            mine = [r[1] for r in conn.execute(f"PRAGMA table_info({old})")]
+            theirs = {r[1] for r in conn.execute(f"PRAGMA src.table_info({new})")}
+            cols = ", ".join(c for c in mine if c in theirs)
+            conn.execute(f"INSERT INTO main.{old} ({cols}) SELECT {cols} FROM src.{new}")
+        if version < 3:
+            assert conn.execute(
+                "SELECT count(*) FROM src.tether_blobs WHERE base IS NOT NULL"
+            ).fetchone() == (0,)
+        if version < 2:
+            assert conn.execute(
+                "SELECT count(*) FROM src.tether_blobs WHERE encoding != 0"
+            ).fetchone() == (0,)
+        conn.execute("DETACH DATABASE src")
+    finally:
+        conn.close()
+
+
+def user_version(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])

@@ -27,7 +27,7 @@ def _grow(saver: SqliteSaver, tid: str, n: int, start: Any = None) -> tuple[dict
 def _rows(path: Path) -> list[tuple[str, str, str | None, int]]:
     with sqlite3.connect(path) as conn:
         return conn.execute(
-            "SELECT thread_id, version, base, length(value) FROM checkpoint_blobs "
+            "SELECT thread_id, version, base, length(value) FROM tether_blobs "
             "WHERE channel = 'history'"
         ).fetchall()
 
@@ -100,7 +100,7 @@ def test_a_missing_snapshot_is_a_storage_error_naming_the_value(db_path: Path) -
     with SqliteSaver(db_path) as saver:
         cfg, _ = _grow(saver, "t", 20)
     with sqlite3.connect(db_path) as conn:
-        conn.execute("DELETE FROM checkpoint_blobs WHERE version LIKE '~%'")
+        conn.execute("DELETE FROM tether_blobs WHERE version LIKE '~%'")
     with SqliteSaver(db_path) as saver, pytest.raises(StorageError) as info:
         saver.get_tuple(cfg)
     message_text = str(info.value)
@@ -119,13 +119,13 @@ def test_the_writer_reads_its_snapshot_without_decompressing_it(db_path: Path) -
         cfg, prev = _grow(writer, "t", 30)
         with sqlite3.connect(db_path) as conn:
             (snapshot,) = conn.execute(
-                "SELECT version FROM checkpoint_blobs WHERE version LIKE '~%' "
+                "SELECT version FROM tether_blobs WHERE version LIKE '~%' "
                 "AND encoding IN (2, 6) "
-                "AND version = (SELECT base FROM checkpoint_blobs WHERE channel = 'history' "
+                "AND version = (SELECT base FROM tether_blobs WHERE channel = 'history' "
                 "AND base IS NOT NULL ORDER BY rowid DESC LIMIT 1)"
             ).fetchone()
             conn.execute(
-                "UPDATE checkpoint_blobs SET value = X'28b52ffd00' WHERE version = ?", (snapshot,)
+                "UPDATE tether_blobs SET value = X'28b52ffd00' WHERE version = ?", (snapshot,)
             )
         tup = writer.get_tuple(cfg)
         assert tup is not None

@@ -110,18 +110,18 @@ def test_filter_semantics_match_the_reference(saver: SqliteSaver) -> None:
 
 
 def test_reads_are_index_driven(saver: SqliteSaver) -> None:
-    from tether.backends.sqlite import _saver as impl
+    from tether.backends.sqlite import _sql as sql
 
     _history(saver, "t", 3)
     cursor = "(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (?, ?, ?)"
     plans = {
-        "latest": (impl._GET_LATEST, ("t", "", 1)),
-        "by id": (impl._GET_BY_ID, ("t", "", "x", 1)),
+        "latest": (sql.GET_LATEST, ("t", "", 1)),
+        "by id": (sql.GET_BY_ID, ("t", "", "x", 1)),
         "thread page": (
-            impl._READ.format(where=f"WHERE c.thread_id = ? AND {cursor}"),
+            sql.read_statement(f"WHERE c.thread_id = ? AND {cursor}"),
             ("t", "z", "z", "z", PAGE),
         ),
-        "all threads": (impl._READ.format(where=""), (PAGE,)),
+        "all threads": (sql.read_statement(""), (PAGE,)),
     }
     with saver._conns.connection() as conn:
         for name, (sql, args) in plans.items():

@@ -26,7 +26,7 @@ def test_new_file_gets_the_current_schema_and_wal(db_path: Path) -> None:
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"checkpoints", "checkpoint_blobs", "checkpoint_writes"} <= tables
+    assert {"tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"} == tables
 
 
 def test_reopening_is_idempotent_and_keeps_data(db_path: Path) -> None:
@@ -122,19 +122,6 @@ def test_a_corrupted_page_raises_storage_error_naming_the_path(db_path: Path) ->
     assert str(db_path) in str(info.value)
 
 
-def test_a_langgraph_sqlite_file_is_refused_not_reused(tmp_path: Path) -> None:
-    from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
-
-    path = tmp_path / "langgraph.db"
-    conn = sqlite3.connect(path, check_same_thread=False)
-    OfficialSqliteSaver(conn).setup()
-    conn.close()
-    before = path.read_bytes()
-    with pytest.raises(StorageError, match="not a tether store"):
-        SqliteSaver(path)
-    assert path.read_bytes() == before
-
-
 def test_connection_settings(db_path: Path) -> None:
     with (
         SqliteSaver(db_path, synchronous="FULL", busy_timeout=2.5) as saver,
@@ -165,7 +152,7 @@ def test_a_caller_connection_is_used_and_left_open(db_path: Path) -> None:
     conn = sqlite3.connect(db_path, check_same_thread=False, isolation_level=None)
     with SqliteSaver(conn) as saver:
         step(saver, thread("t"), None, {"a": 1})
-    assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM tether_checkpoints").fetchone()[0] == 1
     conn.close()
 
 

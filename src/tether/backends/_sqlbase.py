@@ -22,7 +22,12 @@ return as bound parameters. What lives here:
   statement; see ``postgres/_sql.py``.)
 * **Row decoding.** :func:`build_tuple` turns a checkpoint row, the blobs it
   refers to and its writes into a :class:`~tether.checkpoint.CheckpointTuple`;
-  every decode failure names thread, namespace, checkpoint and channel.
+  every decode failure names thread, namespace, checkpoint and channel. A
+  channel of ``channel_versions`` whose value row is missing is a
+  :class:`~tether.errors.StorageError` unless the put recorded that it had no
+  stored value (``unstored``), and so is a head whose ``id`` is not its row's.
+* **Row checksums.** :func:`row_checksum` is the xxh3 a checkpoint row
+  carries over its own content, so a damaged row is refused rather than read.
 * **Page grouping.** :func:`group_writes` buckets one query's write rows by
   checkpoint.
 * **Prune planning.** :func:`plan_prune` says how many checkpoints per
@@ -32,9 +37,11 @@ return as bound parameters. What lives here:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
+
+import xxhash
 
 from tether.backends._common import EMPTY_TAG, check_prune, decode_value, loads_json
 from tether.backends._delta import AppendTracker, join_append
@@ -71,6 +78,7 @@ __all__ = [
     "group_writes",
     "metadata_from_json",
     "plan_prune",
+    "row_checksum",
     "versions_from_json",
     "versions_to_json",
 ]
@@ -126,6 +134,46 @@ def metadata_from_json(text: str | bytes | None, *, address: Address) -> dict[st
             context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
         )
     return out
+
+
+# --- row checksums ------------------------------------------------------------------------
+
+_SIGN = 1 << 63
+
+
+def row_checksum(
+    checkpoint_id: str,
+    parent_id: str | None,
+    type_: str,
+    head: bytes,
+    versions: str,
+    metadata: str,
+    unstored: str | None,
+) -> int:
+    """The checksum of a checkpoint row: xxh3-64 as a signed 64-bit int (an SQL INTEGER).
+
+    Over the row's content: its id, parent id, head type and bytes, the
+    ``channel_versions`` and metadata texts, and the channels the put found
+    no stored value for. Not over thread and namespace, so that a row copied
+    to another thread (``copy_thread``, by SQL) keeps a valid checksum. The
+    fields are framed by a header of their lengths (characters for text,
+    bytes for the head, -1 for NULL), so no two rows of different fields
+    hash the same input.
+
+    Raises:
+        TypeError: a field is not of the type tether stores (a damaged row).
+    """
+    text = (
+        f"{len(checkpoint_id)}:{-1 if parent_id is None else len(parent_id)}:{len(type_)}:"
+        f"{len(versions)}:{len(metadata)}:{-1 if unstored is None else len(unstored)}:"
+        f"{len(head)}|{checkpoint_id}{parent_id or ''}{type_}{versions}{metadata}{unstored or ''}"
+    )
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: only in a damaged row
+        data = text.encode("utf-8", "surrogatepass")
+    value = xxhash.xxh3_64_intdigest(data + head)
+    return value - (_SIGN << 1) if value >= _SIGN else value
 
 
 # --- page grouping ---------------------------------------------------------------------
@@ -202,6 +250,7 @@ def build_tuple(
     writes: Sequence[WriteRecord],
     memo: DecodeMemo | None = None,
     appends: AppendTracker | None = None,
+    unstored: Collection[str] | None = (),
 ) -> CheckpointTuple:
     """Assemble a :class:`~tether.checkpoint.CheckpointTuple` from stored rows.
 
@@ -212,21 +261,38 @@ def build_tuple(
         metadata: the JSON metadata column.
         versions: channel -> version (text) of the checkpoint; ``None`` takes
             them from the decoded head.
-        blobs: blob rows fetched for the page (a channel whose blob is absent
-            or was stored as empty is absent from ``channel_values``), with the
-            snapshots that append tails among them refer to.
+        blobs: blob rows fetched for the page, with the snapshots that append
+            tails among them refer to. A channel stored as empty is absent
+            from ``channel_values``; a channel whose row is missing raises
+            :class:`~tether.errors.StorageError` (see ``unstored``).
         writes: the checkpoint's pending writes, already in contract order.
         memo: decoded snapshots shared by the tuples of one page: their
             elements are decoded once and shared between those tuples (each
             gets a list of its own). ``None`` decodes everything afresh.
         appends: the saver's tracker; a snapshot it still holds is decoded
             from its bytes instead of decompressing the stored payload.
+        unstored: the channels the put found no stored value for (a caller
+            may name channels in ``channel_versions`` that no put wrote): read
+            as absent. Any other channel without a row was deleted after the
+            put. ``None``: not recorded (a row written before the rule), so
+            every channel without a row is read as absent.
+
+    Raises:
+        StorageError: a value row is missing, or the head is not this row's.
+        DecodeError: a stored value cannot be decoded (thread, namespace,
+            checkpoint and channel named).
     """
     checkpoint: dict[str, Any] = decode_value(serde, head[0], head[1], address=address)
     if not isinstance(checkpoint, dict):
         raise DecodeError(
             f"stored checkpoint head is a {type(checkpoint).__name__}, not a dict",
             context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
+        )
+    if checkpoint.get("id") != address.checkpoint_id:
+        raise StorageError(
+            f"the stored head {_where(address, None, None)} says its checkpoint id is "
+            f"{checkpoint.get('id')!r}; the row is damaged (restore it from a backup, or "
+            "delete the checkpoint)"
         )
     if versions is None:
         stored = checkpoint.get("channel_versions") or {}
@@ -251,7 +317,15 @@ def build_tuple(
     tid, ns = address.thread_id, address.checkpoint_ns
     for channel, version in versions.items():
         blob = blobs.get((tid, ns, channel, version))
-        if blob is None or blob[0] == EMPTY_TAG:
+        if blob is None:
+            if unstored is None or channel in unstored:
+                continue  # never stored: absent, as the put was given it
+            raise StorageError(
+                f"the value {_where(address, channel, None)} at version {version!r} is "
+                "missing: the checkpoint names it and its row is gone; the store is damaged "
+                "(restore it from a backup)"
+            )
+        if blob[0] == EMPTY_TAG:
             continue
         base = blob[3]
         if base is None:

@@ -129,12 +129,15 @@ _EMPTY_BLOB: _Blob = (EMPTY_TAG, b"", None)
 _Part = tuple[str, _Blob, _Blob | None]
 
 
-# A stored checkpoint: (head, metadata, run_id, parent_id, channels, versions).
-# ``head`` is the checkpoint without channel_values: plain MessagePack bytes
-# (see PLAIN_ONLY), else the serializer's (tag, bytes); ``metadata`` the
-# JSON-safe metadata as MessagePack; ``channels`` and ``versions`` its
-# channel_versions as two tuples, zipped they are the blob keys (a version
-# that is not a str is keyed as str(version), see _key). Stored data is plain
+# A stored checkpoint: (head, metadata, run_id, parent_id, channels, versions,
+# unstored). ``head`` is the checkpoint without channel_values: plain
+# MessagePack bytes (see PLAIN_ONLY), else the serializer's (tag, bytes);
+# ``metadata`` the JSON-safe metadata as MessagePack; ``channels`` and
+# ``versions`` its channel_versions as two tuples, zipped they are the blob
+# keys (a version that is not a str is keyed as str(version), see _key);
+# ``unstored`` the channels of channel_versions that had no blob when it was
+# put (read as absent; any other channel without a blob is a StorageError),
+# None when there were none. Stored data is plain
 # tuples of strings and bytes, never a class or a dict, and few of them: the
 # garbage collector stops tracking such tuples, so a large store adds nothing
 # to later collections. (With a row object and a versions dict per
@@ -143,11 +146,15 @@ _Part = tuple[str, _Blob, _Blob | None]
 # towards the next young collection, hence two flat tuples rather than one
 # tuple of pairs, and the shared blobs above.)
 _Head = bytes | _Typed
-_Row = tuple[_Head, bytes, Any, str | None, tuple[str, ...], tuple[Any, ...]]
+_Row = tuple[
+    _Head, bytes, Any, str | None, tuple[str, ...], tuple[Any, ...], tuple[str, ...] | None
+]
 _METADATA: Final = 1
 _RUN_ID: Final = 2
+_PARENT: Final = 3
 _CHANNELS: Final = 4
 _VERSIONS: Final = 5
+_UNSTORED: Final = 6
 
 
 # A stored write: (task_path, task_id, idx, channel, tag, data), tag and data
@@ -191,13 +198,16 @@ class _Namespace:
         for key in [k for k in blobs if k not in live]:
             del blobs[key]
 
-    def read(self, row: _Row) -> tuple[dict[str, Any], list[_Part] | None]:
+    def read(
+        self, row: _Row, where: tuple[str, str, str]
+    ) -> tuple[dict[str, Any], list[_Part] | None]:
         """A checkpoint's channel values, as far as they are read under the lock.
 
         Returns the values dict, in channel_versions order, and the blobs of
         the channels still to decode (None when there are none), whose keys
         hold None until then; values kept as is are filled in. Call under the
-        lock; decode after releasing it.
+        lock; decode after releasing it. ``where``: (thread, ns, checkpoint id)
+        for the error when a blob the put found is gone.
         """
         blobs = self.blobs
         values: dict[str, Any] = {}
@@ -206,11 +216,16 @@ class _Namespace:
         for key in zip(row[_CHANNELS], row[_VERSIONS]):  # noqa: B905
             blob = blobs.get(key)
             if blob is None:
-                if type(key[1]) is str:
-                    continue
-                blob = blobs.get(_key(key))
+                blob = blobs.get(_key(key)) if type(key[1]) is not str else None
                 if blob is None:
-                    continue
+                    unstored = row[_UNSTORED]
+                    if unstored is not None and key[0] in unstored:
+                        continue  # never stored: absent, as the put was given it
+                    raise StorageError(
+                        f"the value {_where(*where, key[0])} at version {str(key[1])!r} is "
+                        "missing: the checkpoint names it and its blob is gone; the store is "
+                        "damaged"
+                    )
             tag, data, base = blob
             if tag is None:
                 values[key[0]] = data if type(data) is str else data[0]
@@ -304,7 +319,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         memo: dict[tuple[str, str, str, str], Any] | None,
     ) -> CheckpointTuple:
         """A checkpoint read under the lock (see _Namespace.read), decoded after releasing it."""
-        head_data, metadata, _, parent, _, _ = row
+        head_data, metadata, _, parent, _, _, _ = row
         loads = self.serde.loads_typed
         # The common case goes straight to the serializer; on a DecodeError
         # _decode decodes again to name thread, checkpoint and channel.
@@ -316,6 +331,11 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 head = loads(head_data)
             except DecodeError:
                 head = self._decode(head_data, tid, ns_name, cid)
+        if head.get("id") != cid:
+            raise StorageError(
+                f"the stored head of thread {tid!r}, checkpoint {cid!r} says its checkpoint id "
+                f"is {head.get('id')!r}; the store is damaged"
+            )
         for channel, (tag, data, base), snap in parts or ():
             assert tag is not None  # read() filled in the values kept as is
             try:
@@ -415,7 +435,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             row = ns.checkpoints.get(cid) if cid else None
             if cid is None or row is None:
                 return None
-            values, parts = ns.read(row)
+            values, parts = ns.read(row, (tid, ns_name, cid))
             bucket = ns.writes.get(cid)
             writes = sorted(bucket.values()) if bucket else _NO_WRITES
         return self._build(tid, ns_name, cid, row, values, parts, writes, None)
@@ -495,7 +515,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     continue  # deleted since the listing started
                 if want and not metadata_matches(_unpack_metadata(row[_METADATA]), want):
                     continue
-                values, parts = space.read(row)
+                values, parts = space.read(row, (tid, ns_name, cid))
                 writes = space.sorted_writes(cid)
             if produced % GROUP == 0:
                 memo = {}
@@ -646,12 +666,23 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             parent_id,
             tuple(versions),
             tuple(versions.values()),
+            None,
+        )
+        # Channels whose values earlier puts stored: checked under the lock.
+        carried = (
+            None
+            if new_versions.keys() >= versions.keys()
+            else [item for item in versions.items() if item[0] not in new_versions]
         )
         with self._lock:
             spaces = self._threads.get(tid)
             ns = spaces.get(ns_name) if spaces else None
             if ns is None:
                 ns = self._namespace(tid, ns_name)
+            if carried:
+                missing = [c for c, v in carried if _key((c, v)) not in ns.blobs]
+                if missing:
+                    row = _with_unstored(ns, row, missing, tid, ns_name, cid)
             for channel, snapshot, whole in needs or ():
                 # The tail extends a snapshot an earlier put wrote; a thread
                 # operation may have dropped it since. Then store the whole value.
@@ -816,6 +847,32 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
 _MISSING: Any = object()
 
 _new_tuple: Any = tuple.__new__
+
+
+def _with_unstored(
+    ns: _Namespace, row: _Row, missing: list[str], tid: str, ns_name: str, cid: str
+) -> _Row:
+    """The row recording the carried channels without a blob (call under the lock).
+
+    A caller may name channels in channel_versions that no put wrote (they
+    read as absent); a value the parent checkpoint had, though, is one the
+    store lost: refused rather than carried over as absent.
+    """
+    parent_id = row[_PARENT]
+    parent = ns.checkpoints.get(parent_id) if parent_id is not None else None
+    if parent is not None:
+        had = dict(zip(parent[_CHANNELS], parent[_VERSIONS], strict=True))
+        lacked = parent[_UNSTORED] or ()
+        mine = dict(zip(row[_CHANNELS], row[_VERSIONS], strict=True))
+        for channel in missing:
+            if channel in had and str(had[channel]) == str(mine[channel]) and channel not in lacked:
+                raise StorageError(
+                    f"the value of channel {channel!r} at version {str(mine[channel])!r} "
+                    f"that checkpoint {parent_id!r} of thread {tid!r} names is missing: its "
+                    f"blob is gone and the store is damaged. Checkpoint {cid!r}, which "
+                    "carries it over, was not stored"
+                )
+    return (*row[:_UNSTORED], tuple(missing))
 
 
 def _key(item: tuple[str, Any]) -> tuple[str, str]:

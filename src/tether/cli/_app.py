@@ -209,7 +209,7 @@ def cli() -> None:
 @_boundary
 def threads(store: str, as_json: bool) -> None:
     """List the threads of STORE with their checkpoint counts and latest step and time."""
-    with opened(store) as st:
+    with opened(store, read_only=True) as st:
         infos = st.threads()
     if as_json:
         _print_json([i.as_dict() for i in infos])
@@ -300,7 +300,7 @@ def history(
     Each row: checkpoint id, step, source (input, loop, update, fork), parent id,
     the channels that checkpoint changed, and its pending writes.
     """
-    with opened(store, allowlist=allow) as st:
+    with opened(store, allowlist=allow, read_only=True) as st:
         _require_thread(st, thread)
         tuples = list(st.saver.list(_thread_config(thread, ns), limit=limit))
         rows = list(_history_rows(st, tuples))
@@ -387,7 +387,7 @@ def show(
 
     Without CHECKPOINT_ID, the latest checkpoint of the namespace.
     """
-    with opened(store, allowlist=allow) as st:
+    with opened(store, allowlist=allow, read_only=True) as st:
         tup = _find(st, thread, checkpoint_id, ns)
     cp = tup.checkpoint
     conf = tup.config["configurable"]
@@ -446,7 +446,7 @@ def show(
 @_boundary
 def stats(store: str, as_json: bool) -> None:
     """Show the row counts and sizes of STORE's tables."""
-    with opened(store) as st:
+    with opened(store, read_only=True) as st:
         tables, total = st.stats()
         n_threads = len(st.threads())
     if as_json:
@@ -615,7 +615,8 @@ def import_(
     same ids and duplicates nothing.
     """
     src, dst = parse_store_url(source), parse_store_url(target)
-    if same_store(src, dst):
+    # One SQLite file may hold both: LangGraph's tables are read, tether's written.
+    if same_store(src, dst) and src.kind != "sqlite":
         raise ConfigError(f"source and target are the same store ({source}); name a new target")
     with opened(target, create=True, allowlist=allow) as st:
         if progress:

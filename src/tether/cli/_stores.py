@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import json
 import os
 import shlex
 import sqlite3
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
-from tether.errors import ConfigError, StorageError, StorageUnavailable, TetherError
+from tether.errors import ConfigError, StorageUnavailable, TetherError
 from tether.importer import source_serializer
 from tether.stores import StoreURL, parse_store_url
 
@@ -100,37 +99,54 @@ class Store(abc.ABC):
 
 # --- SQLite ---------------------------------------------------------------------------
 
+# The latest checkpoint of each thread (root namespace first), whole, so that its
+# checksum is verified before its metadata and head are read.
 _SQLITE_THREADS = """
-SELECT thread_id, n, nss, checkpoint_id, type, checkpoint, metadata FROM (
-    SELECT thread_id, checkpoint_id, type, checkpoint, metadata,
+SELECT c.n, s.nss, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       c.type, c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored
+FROM (
+    SELECT *,
            count(*) OVER (PARTITION BY thread_id) AS n,
            row_number() OVER (
                PARTITION BY thread_id ORDER BY checkpoint_ns = '' DESC, checkpoint_id DESC
            ) AS rn
-    FROM checkpoints
+    FROM tether_checkpoints
 ) AS c
 JOIN (
-    SELECT thread_id AS t, count(DISTINCT checkpoint_ns) AS nss FROM checkpoints GROUP BY thread_id
+    SELECT thread_id AS t, count(DISTINCT checkpoint_ns) AS nss
+    FROM tether_checkpoints GROUP BY thread_id
 ) AS s ON s.t = c.thread_id
-WHERE rn = 1
-ORDER BY thread_id
+WHERE c.rn = 1
+ORDER BY c.thread_id
 """
 
-_SQLITE_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+_SQLITE_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
 
 
-def _looks_official_sqlite(path: Path) -> bool:
-    try:
+def _sqlite_state(path: Path) -> Any:
+    """What the file holds (tether.backends.sqlite._schema.FileState), read read-only."""
+    from tether.backends.sqlite._conn import translate_errors
+    from tether.backends.sqlite._schema import file_state
+
+    where = str(path)
+    with translate_errors(where):
         conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error:
-        return False
     try:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:
-        return False
+        return file_state(conn, where)
     finally:
         conn.close()
-    return {"checkpoints", "writes"} <= names and "checkpoint_blobs" not in names
+
+
+def _official_error(url: StoreURL, path: Path) -> ConfigError:
+    import shlex
+
+    quoted = shlex.quote(str(path))
+    return ConfigError(
+        f"{path} is a LangGraph SqliteSaver store, not a tether one (its threads are in the "
+        "official tables checkpoints and writes, and it has no tether checkpoints); import "
+        f"them into tether's tables in the same file: tether import {quoted} {quoted} "
+        f"(the official tables stay as they are), or into a new file: tether import {url} NEW.db"
+    )
 
 
 class _SqliteStore(Store):
@@ -148,17 +164,23 @@ class _SqliteStore(Store):
             )
 
     def threads(self) -> list[ThreadInfo]:
+        from tether.backends._sqlbase import metadata_from_json
+        from tether.backends.sqlite._rows import check_row
+        from tether.checkpoint import Address
+
         out = []
         with self._translate(self.where):
             rows = self._conn.execute(_SQLITE_THREADS).fetchall()
-        for tid, n, nss, cid, tag, head, meta in rows:
+        for n, nss, *row in rows:
+            check_row(row, self.where)  # a damaged row is refused, not shown
+            tid, ns, cid, _, tag, head, _, meta = row[:8]
             ts: str | None = None
             try:
                 decoded = self.saver.serde.loads_typed((tag, head))
                 ts = decoded.get("ts") if isinstance(decoded, dict) else None
             except TetherError:  # a listing shows what it can
                 ts = None
-            step = json.loads(meta).get("step") if meta else None
+            step = metadata_from_json(meta, address=Address(tid, ns, cid)).get("step")
             out.append(ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts))
         return out
 
@@ -189,26 +211,41 @@ class _SqliteStore(Store):
         self._close_saver()
 
 
-def _open_sqlite(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]]) -> Store:
+def _open_sqlite(
+    url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]], read_only: bool
+) -> Store:
     from tether.backends.sqlite import SqliteSaver
 
     path = Path(url.location).expanduser()
     if path.is_dir():
         raise ConfigError(f"{path} is a directory; name a database file")
-    if not create and not path.is_file():
-        raise ConfigError(
-            f"no tether store at {path}: no such file (check the path; `tether import` "
-            "creates a store)"
-        )
-    try:
-        saver = SqliteSaver(os.fspath(path), serde=source_serializer(allowlist))
-    except StorageError as exc:
-        if _looks_official_sqlite(path):
+    if not create:
+        # Commands that inspect or manage a store never create one: not in a
+        # missing file, an empty one, nor a database without tether's tables.
+        if not path.is_file():
             raise ConfigError(
-                f"{path} is a LangGraph SqliteSaver store, not a tether one; import its "
-                f"threads first: tether import {url} NEW.db"
-            ) from exc
-        raise
+                f"no tether store at {path}: no such file (check the path; `tether import` "
+                "creates a store)"
+            )
+        if path.stat().st_size == 0:
+            raise ConfigError(
+                f"no tether store at {path}: the file is empty (check the path; "
+                "`tether import` creates a store)"
+            )
+        state = _sqlite_state(path)
+        if state.official_rows and not state.tether_rows:
+            raise _official_error(url, path)
+        if state.version == 0:
+            raise ConfigError(
+                f"no tether store at {path}: the database has no tether tables (check the "
+                "path; `tether import` creates a store)"
+            )
+    serde = source_serializer(allowlist)
+    if create:
+        # An import target: official tables in the same file are what is imported.
+        saver = SqliteSaver(os.fspath(path), serde=serde, import_official=False)
+    else:
+        saver = SqliteSaver(os.fspath(path), serde=serde, read_only=read_only)
     try:
         return _SqliteStore(url, saver)
     except BaseException:
@@ -373,7 +410,11 @@ def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[s
 
 
 def open_store(
-    name: str, *, create: bool = False, allowlist: Collection[tuple[str, ...]] = ()
+    name: str,
+    *,
+    create: bool = False,
+    allowlist: Collection[tuple[str, ...]] = (),
+    read_only: bool = False,
 ) -> Store:
     """Open the tether store ``name`` (a path or URL).
 
@@ -383,11 +424,13 @@ def open_store(
             store is a :class:`~tether.errors.ConfigError`.
         allowlist: extra ``(module, name)`` types stored values may have, on
             top of LangGraph's own.
+        read_only: the command only reads: a SQLite store is opened
+            read-only (never migrated, nothing written).
     """
     url = parse_store_url(name)
     if url.kind == "postgres":
         return _open_postgres(url, create=create, allowlist=allowlist)
-    return _open_sqlite(url, create=create, allowlist=allowlist)
+    return _open_sqlite(url, create=create, allowlist=allowlist, read_only=read_only)
 
 
 def same_store(a: StoreURL, b: StoreURL) -> bool:
@@ -411,10 +454,14 @@ def same_store(a: StoreURL, b: StoreURL) -> bool:
 
 @contextlib.contextmanager
 def opened(
-    name: str, *, create: bool = False, allowlist: Collection[tuple[str, ...]] = ()
+    name: str,
+    *,
+    create: bool = False,
+    allowlist: Collection[tuple[str, ...]] = (),
+    read_only: bool = False,
 ) -> Iterator[Store]:
     """:func:`open_store` as a context manager that closes the store."""
-    store = open_store(name, create=create, allowlist=allowlist)
+    store = open_store(name, create=create, allowlist=allowlist, read_only=read_only)
     try:
         yield store
     finally:

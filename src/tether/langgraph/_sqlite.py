@@ -8,8 +8,12 @@ serves sync and async graphs. Unlike the official savers, tether creates its
 schema when the saver opens (``setup()`` is there, idempotent) and keeps
 channel values apart from checkpoints, written once per version.
 
-The file holds tether's tables, not the official saver's: give it a file of
-its own and bring old threads over with ``tether import``.
+tether's tables have names of their own (``tether_checkpoints``, ...), so the
+file of an official saver can be opened as it is. If its official tables hold
+checkpoints and tether's hold none, opening raises a ``ConfigError`` with the
+``tether import PATH PATH`` that brings the threads over, unless
+``import_official=True`` (import them now) or ``False`` (keep both histories
+apart in the file).
 """
 
 from __future__ import annotations
@@ -43,8 +47,14 @@ class SqliteSaver(TetherLangGraphSaver):
         serde: the serializer; defaults to tether's strict serializer with
             LangGraph's value types allowed (plus ``allowlist``).
         allowlist: extra ``(module, name)`` types the graphs store.
+        import_official: a file holding LangGraph's own SqliteSaver tables
+            with checkpoints, and no tether checkpoints: ``None`` (default)
+            raises :class:`~tether.errors.ConfigError` with the command that
+            imports them (``tether import PATH PATH``); ``True`` imports them
+            now; ``False`` leaves them alone, beside tether's tables.
         **options: :class:`tether.backends.sqlite.SqliteSaver` options
-            (``synchronous``, ``busy_timeout``, ``compress_threshold``).
+            (``synchronous``, ``busy_timeout``, ``compress_threshold``,
+            ``read_only``).
 
     Example:
         >>> with SqliteSaver.from_conn_string("chat.db") as saver:  # doctest: +SKIP
@@ -59,6 +69,7 @@ class SqliteSaver(TetherLangGraphSaver):
         *,
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
+        import_official: bool | None = None,
         **options: Any,
     ) -> None:
         if not isinstance(conn, str | os.PathLike | sqlite3.Connection):
@@ -68,7 +79,9 @@ class SqliteSaver(TetherLangGraphSaver):
                 f"pass its database path instead ({type(self).__name__}.from_conn_string(path))"
             )
         serde = serde if serde is not None else langgraph_serializer(allowlist)
-        super().__init__(_TetherSqliteSaver(conn, serde=serde, **options))
+        super().__init__(
+            _TetherSqliteSaver(conn, serde=serde, import_official=import_official, **options)
+        )
 
     @classmethod
     @contextlib.contextmanager
@@ -78,6 +91,7 @@ class SqliteSaver(TetherLangGraphSaver):
         *,
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
+        import_official: bool | None = None,
         **options: Any,
     ) -> Iterator[SqliteSaver]:
         """A saver on the file ``conn_string`` (or ``":memory:"``), closed when the block ends.
@@ -86,9 +100,16 @@ class SqliteSaver(TetherLangGraphSaver):
             conn_string: the database file, created with its schema if missing.
             serde: as for the constructor.
             allowlist: as for the constructor.
+            import_official: as for the constructor.
             **options: as for the constructor.
         """
-        saver = cls(conn_string, serde=serde, allowlist=allowlist, **options)
+        saver = cls(
+            conn_string,
+            serde=serde,
+            allowlist=allowlist,
+            import_official=import_official,
+            **options,
+        )
         try:
             yield saver
         finally:
@@ -135,15 +156,23 @@ class AsyncSqliteSaver(SqliteSaver):
         *,
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
+        import_official: bool | None = None,
         **options: Any,
     ) -> AsyncIterator[AsyncSqliteSaver]:
         """A saver on the file ``conn_string``, closed when the block ends.
 
         Args: as for :meth:`SqliteSaver.from_conn_string`.
         """
-        # Opening creates or checks the schema: file I/O, kept off the event loop.
+        # Opening creates or checks the schema (and may import the official
+        # tables): file I/O, kept off the event loop.
         saver = await asyncio.to_thread(
-            lambda: cls(conn_string, serde=serde, allowlist=allowlist, **options)
+            lambda: cls(
+                conn_string,
+                serde=serde,
+                allowlist=allowlist,
+                import_official=import_official,
+                **options,
+            )
         )
         try:
             yield saver

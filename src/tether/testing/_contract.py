@@ -321,6 +321,24 @@ class SaverContract(HistoryContract):
             assert tup.checkpoint["channel_values"]["big"] == {"doc": "x" * 5000}
             assert tup.checkpoint["channel_versions"]["big"] == line.versions["big"]
 
+    async def test_channels_no_put_wrote_read_as_absent(self, driver: Driver) -> None:
+        """``channel_versions`` may name channels no put ever stored (LangGraph's savers allow it).
+
+        They read as absent, in the checkpoint that names them and in a child
+        that carries them over; their versions stay as put. (A channel whose
+        stored value was lost is another matter: the backends refuse it.)
+        """
+        v1 = {"a": "00001.1", "ghost": "00007.1"}
+        c1 = await driver.put(make_config("t"), new_checkpoint({"a": 1}, v1), {}, {"a": "00001.1"})
+        tup = await driver.get(c1)
+        assert tup.checkpoint["channel_values"] == {"a": 1}
+        assert tup.checkpoint["channel_versions"] == v1
+        v2 = {**v1, "a": "00002.1"}
+        c2 = await driver.put(c1, new_checkpoint({"a": 2}, v2), {}, {"a": "00002.1"})
+        assert (await driver.get(c2)).checkpoint["channel_values"] == {"a": 2}
+        listed = await driver.list(make_config("t"))
+        assert [t.checkpoint["channel_values"] for t in listed] == [{"a": 2}, {"a": 1}]
+
     async def test_channel_without_value_in_new_versions_is_cleared(self, driver: Driver) -> None:
         line = Line(driver, "t")
         await line.step({"a": [1], "b": "keep"})

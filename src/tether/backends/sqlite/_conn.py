@@ -42,6 +42,16 @@ Writers of one process take a process-wide lock per database file before
 ``BEGIN IMMEDIATE``, so they queue in FIFO order in Python rather than all
 sleeping in SQLite's busy handler (which backs off to 100 ms sleeps and is
 not fair).
+
+Closing: a connection is never closed while an operation uses it (closing a
+connection another thread is executing on crashes the process). The pool
+knows which connections are checked out; :meth:`ConnectionManager.close`
+closes the idle ones, waits for the others, interrupts statements still
+running after :data:`CLOSE_GRACE` seconds, and leaves any connection still in
+use to be closed by its operation when that ends.
+
+Read-only (``read_only=True``): files are opened with ``mode=ro``, so SQLite
+itself refuses every write, the journal mode and the schema version included.
 """
 
 from __future__ import annotations
@@ -56,7 +66,14 @@ from typing import Literal, TypeAlias
 
 from tether.errors import ConfigError, StorageError, StorageTimeout, StorageUnavailable
 
-__all__ = ["MEMORY", "ConnectionManager", "Synchronous", "translate_errors"]
+__all__ = [
+    "CLOSE_GRACE",
+    "MEMORY",
+    "BadJSON",
+    "ConnectionManager",
+    "Synchronous",
+    "translate_errors",
+]
 
 Synchronous: TypeAlias = Literal["NORMAL", "FULL"]
 MEMORY = ":memory:"
@@ -75,6 +92,14 @@ def _write_lock_for(key: str) -> threading.Lock:
         if lock is None:
             lock = _WRITE_LOCKS[key] = threading.Lock()
         return lock
+
+
+class BadJSON(StorageError):
+    """SQLite's JSON functions met a stored text that is not JSON (a damaged row).
+
+    The saver catches it and names the row (:func:`tether.backends.sqlite._rows.find_bad_json`);
+    it reaches a caller only when no row can be named.
+    """
 
 
 def _error_name(exc: sqlite3.Error) -> str:
@@ -108,6 +133,14 @@ def _translate(exc: sqlite3.Error, where: str) -> StorageError:
             f"SQLite database {where} stayed locked by another process past busy_timeout "
             f"({text}); retry, or raise busy_timeout"
         )
+    if name == "SQLITE_INTERRUPT" or "interrupted" in low:
+        return StorageError(
+            f"an operation on {where} was interrupted: the saver was closed while it ran "
+            f"({text}); open a new saver"
+        )
+    if "malformed json" in low:
+        # A JSON column of one row, not the database: the saver finds the row.
+        return BadJSON(f"a stored JSON column in {where} is not JSON ({text})")
     if name in _CORRUPT_NAMES or "not a database" in low or "malformed" in low:
         return StorageError(
             f"{where} is not a usable SQLite database ({text}); tether did not write to it. "
@@ -127,6 +160,11 @@ def _translate(exc: sqlite3.Error, where: str) -> StorageError:
     return StorageError(f"SQLite error on {where}: {text}")
 
 
+#: Seconds :meth:`ConnectionManager.close` waits for operations in flight to
+#: end by themselves, and again after interrupting them (see ``close``).
+CLOSE_GRACE = 5.0
+
+
 class ConnectionManager:
     """Hands out connections to one database; see the module docstring.
 
@@ -135,6 +173,7 @@ class ConnectionManager:
         synchronous: ``"NORMAL"`` or ``"FULL"`` (see the module docstring).
         busy_timeout: seconds to wait for another process's write lock.
         max_idle: idle pooled connections kept open (file databases).
+        read_only: open a file with ``mode=ro`` (SQLite refuses every write).
     """
 
     def __init__(
@@ -144,6 +183,7 @@ class ConnectionManager:
         synchronous: Synchronous = "NORMAL",
         busy_timeout: float = 30.0,
         max_idle: int = 8,
+        read_only: bool = False,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
@@ -151,22 +191,32 @@ class ConnectionManager:
             raise ConfigError(f"busy_timeout must be a number of seconds, got {busy_timeout!r}")
         if busy_timeout < 0:
             raise ConfigError(f"busy_timeout must be >= 0 seconds, got {busy_timeout!r}")
+        if not isinstance(read_only, bool):
+            raise ConfigError(f"read_only must be True or False, got {read_only!r}")
         self.synchronous = synchronous
         self.busy_timeout_ms = int(busy_timeout * 1000)
+        self.read_only = read_only
         self._max_idle = max_idle
+        # The pool: idle connections, and those checked out by an operation
+        # (never closed by anyone but the thread that returns them, see close).
         self._idle: list[sqlite3.Connection] = []
-        self._all: list[sqlite3.Connection] = []
+        self._busy: set[sqlite3.Connection] = set()
+        self._opening = 0
         self._pool_lock = threading.Lock()
+        self._pool_changed = threading.Condition(self._pool_lock)
         self._closed = False
         self._shared: sqlite3.Connection | None = None
         self._shared_lock = threading.RLock()
+        self._shared_closed = False
+        self._shared_depth = 0  # nested connection() blocks of the thread holding it
         self.owns_connection = True
         if isinstance(target, sqlite3.Connection):
             self.path: str = _connection_path(target)
             self.where = self.path or "<connection>"
             self._shared = target
             self.owns_connection = False
-            self._configure(target)
+            if not read_only:  # a read-only saver leaves the caller's connection as it is
+                self._configure(target)
             self.is_file = False
             lock_key = f"conn:{id(target)}"
         else:
@@ -174,6 +224,11 @@ class ConnectionManager:
             if not isinstance(raw, str):
                 raise ConfigError(f"database path must be a str or Path, got {target!r}")
             if raw == MEMORY or raw == "":
+                if read_only:
+                    raise ConfigError(
+                        "read_only=True needs a database file; a private ':memory:' "
+                        "database is empty"
+                    )
                 self.path = MEMORY
                 self.where = MEMORY
                 self._shared = self._open(MEMORY)
@@ -183,6 +238,11 @@ class ConnectionManager:
                 self.path = str(Path(raw).expanduser().absolute())
                 self.where = self.path
                 self.is_file = True
+                if read_only and not Path(self.path).is_file():
+                    raise ConfigError(
+                        f"no SQLite database at {self.path}: no such file (read_only=True "
+                        "opens an existing store and never creates one)"
+                    )
                 lock_key = f"file:{os.path.realpath(self.path)}"
         self.write_lock = _write_lock_for(lock_key) if self.is_file else self._shared_lock
 
@@ -193,7 +253,17 @@ class ConnectionManager:
             # isolation_level=None: autocommit; tether writes BEGIN IMMEDIATE
             # itself. check_same_thread=False: a pooled connection is used by
             # one thread at a time, but not always the thread that opened it.
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
+            if self.read_only:
+                # mode=ro: SQLite itself refuses every write, the journal mode
+                # and the schema version included.
+                uri = Path(path).as_uri() + "?mode=ro"
+                conn = sqlite3.connect(
+                    uri, uri=True, isolation_level=None, check_same_thread=False, timeout=0
+                )
+            else:
+                conn = sqlite3.connect(
+                    path, isolation_level=None, check_same_thread=False, timeout=0
+                )
             try:
                 self._configure(conn)
             except BaseException:
@@ -210,16 +280,28 @@ class ConnectionManager:
 
     # --- using --------------------------------------------------------------------
 
+    def closed_error(self) -> StorageError:
+        """The error of every operation that starts after :meth:`close`."""
+        return StorageError(f"the saver on {self.where} is closed; open a new one")
+
     @contextlib.contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """A connection for one operation; returned to the pool afterwards."""
         if self._closed:
-            raise StorageError(f"the saver on {self.where} is closed; open a new one")
+            raise self.closed_error()
         if self._shared is not None:
             with self._shared_lock:
                 if self._closed:
-                    raise StorageError(f"the saver on {self.where} is closed; open a new one")
-                yield self._shared
+                    raise self.closed_error()
+                self._shared_depth += 1
+                try:
+                    yield self._shared
+                finally:
+                    self._shared_depth -= 1
+                    if self._is_closed() and not self._shared_depth:
+                        # close() gave up waiting for this operation: the
+                        # connection is closed now that nobody uses it.
+                        self._close_shared()
             return
         conn = self._acquire()
         ok = False
@@ -231,38 +313,106 @@ class ConnectionManager:
 
     def _acquire(self) -> sqlite3.Connection:
         with self._pool_lock:
-            if self._idle:
-                return self._idle.pop()
-        conn = self._open(self.path)
-        with self._pool_lock:
             if self._closed:
-                conn.close()
-                raise StorageError(f"the saver on {self.where} is closed; open a new one")
-            self._all.append(conn)
-        return conn
+                raise self.closed_error()
+            if self._idle:
+                conn = self._idle.pop()
+                self._busy.add(conn)
+                return conn
+            self._opening += 1
+        try:
+            conn = self._open(self.path)
+        except BaseException:
+            with self._pool_lock:
+                self._opening -= 1
+                self._notify_close()
+            raise
+        with self._pool_lock:
+            self._opening -= 1
+            self._notify_close()
+            if not self._is_closed():  # close() may have run while this one opened
+                self._busy.add(conn)
+                return conn
+        conn.close()  # nobody else has seen it
+        raise self.closed_error()
 
     def _release(self, conn: sqlite3.Connection, reusable: bool) -> None:
         with self._pool_lock:
-            if reusable and not self._closed and len(self._idle) < self._max_idle:
+            self._busy.discard(conn)
+            keep = reusable and not self._closed and len(self._idle) < self._max_idle
+            if keep:
                 self._idle.append(conn)
-                return
-            if conn in self._all:
-                self._all.remove(conn)
-        conn.close()
+            self._notify_close()
+        if not keep:
+            # Out of _busy and _idle: no other thread can reach it any more.
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     def close(self) -> None:
-        """Close every connection this manager opened (a caller's connection stays open)."""
+        """Close every connection this manager opened (a caller's connection stays open).
+
+        Operations that start afterwards raise :class:`~tether.errors.StorageError`.
+        A connection is never closed while an operation uses it (closing a
+        connection another thread is executing on crashes the process):
+        ``close`` waits up to :data:`CLOSE_GRACE` seconds for operations in
+        flight to end, then interrupts the statements still running
+        (``sqlite3_interrupt``, made for this: it frees nothing, the statement
+        fails and its operation raises ``StorageError``) and waits as long
+        again. A connection still in use after that is left open and closed
+        by its operation when it ends.
+        """
         with self._pool_lock:
             self._closed = True
-            conns, self._all, self._idle = self._all, [], []
-        for conn in conns:
+            idle, self._idle = self._idle, []
+        for conn in idle:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         if self._shared is not None:
-            with self._shared_lock:
-                if self.owns_connection:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._shared.close()
+            self._close_shared_when_free()
+            return
+        with self._pool_lock:
+            if self._pool_changed.wait_for(self._pool_idle, CLOSE_GRACE):
+                return
+            for conn in self._busy:
+                # Under the pool lock: the conn cannot be released and closed meanwhile.
+                conn.interrupt()
+            self._pool_changed.wait_for(self._pool_idle, CLOSE_GRACE)
+
+    def _notify_close(self) -> None:
+        """Wake a close() waiting for the pool (call holding the pool lock).
+
+        Only close() waits, and only after setting ``_closed`` under this lock:
+        before that nobody is waiting, and notifying costs every operation.
+        """
+        if self._closed:
+            self._pool_changed.notify_all()
+
+    def _pool_idle(self) -> bool:
+        return not self._busy and not self._opening
+
+    def _close_shared_when_free(self) -> None:
+        assert self._shared is not None
+        if not self._shared_lock.acquire(timeout=CLOSE_GRACE):
+            # Safe on a connection in use by another thread; frees nothing.
+            self._shared.interrupt()
+            if not self._shared_lock.acquire(timeout=CLOSE_GRACE):
+                return  # the operation closes it when it ends (connection())
+        try:
+            if not self._shared_depth:  # not called from inside an operation
+                self._close_shared()
+        finally:
+            self._shared_lock.release()
+
+    def _close_shared(self) -> None:
+        """Close the shared connection if it is ours (call holding ``_shared_lock``)."""
+        if self._shared is not None and self.owns_connection and not self._shared_closed:
+            self._shared_closed = True
+            with contextlib.suppress(sqlite3.Error):
+                self._shared.close()
+
+    def _is_closed(self) -> bool:
+        # A call, not the attribute: another thread's close() changes it meanwhile.
+        return self._closed
 
     @property
     def closed(self) -> bool:

@@ -1,24 +1,31 @@
 """The SQLite saver (SPEC S5.2): tether's embedded default.
 
-How each operation maps to SQL (every statement has bound parameters; the
-only SQL text built at run time is the list of ``?`` placeholders and the
-fixed per-filter-key clause, never a value or a key):
+How each operation maps to SQL (the statements are in :mod:`._sql`; every one
+has bound parameters, and the only SQL text built at run time is the WHERE
+clause joined from fixed fragments, never a value or a key):
 
 ``put``
     one ``BEGIN IMMEDIATE`` transaction: the blobs of the channels in
     ``new_versions`` (``INSERT OR REPLACE``: a re-put under the same version
     overwrites) and the checkpoint row. A checkpoint is never visible without
-    its blobs.
+    its blobs. The channels it carries over from earlier puts (named in
+    ``channel_versions``, not in ``new_versions``) are looked up in the same
+    transaction; those without a stored value are recorded in the row's
+    ``unstored`` column (they read as absent; any other missing value is a
+    ``StorageError``), and one its parent had is refused as lost. The row
+    carries a checksum of its content (:func:`~tether.backends._sqlbase.row_checksum`),
+    verified by every read before anything in it is used.
 ``put_writes``
     one transaction; special channels replace, ordinary writes are
     insert-or-ignore (S2.4).
 ``get_tuple``
-    three queries in one read snapshot: the row, its blobs (a ``json_each``
-    join over the row's ``channel_versions``), its writes.
+    one statement (a single SELECT is its own snapshot): the row, its blobs (a
+    ``json_each`` join over the row's ``channel_versions``) and the snapshots
+    their append tails extend, its writes (:func:`._sql.read_statement`).
 ``list``
-    keyset-paged: each page of :data:`PAGE` checkpoints is three queries (rows,
-    every blob the page needs, every write of the page) in one read snapshot,
-    then the connection goes back to the pool and the page's checkpoints are
+    keyset-paged: each page of :data:`PAGE` checkpoints is one such statement
+    (rows, every blob the page needs, every write of the page), then the
+    connection goes back to the pool and the page's checkpoints are
     decoded one at a time as the caller reaches them. Memory is bounded by one
     page of stored bytes whatever the history length, and a
     consumer that stops early holds no connection or lock.
@@ -29,15 +36,23 @@ fixed per-filter-key clause, never a value or a key):
 Metadata filters: the SQL narrows rows with one ``EXISTS (... json_each ...)``
 per key (type and, for scalars, value), and every candidate is then checked
 with :func:`~tether.backends._common.metadata_matches`, the reference
-semantics, so nested values compare exactly as in every other backend.
+semantics, so nested values compare exactly as in every other backend. (A row
+whose metadata was damaged so that SQL no longer matches it is not seen by a
+filtered listing; every row a read returns or filters in Python is verified.)
+
+When a statement fails on a stored column that is not JSON, the failing row
+is found (:func:`._rows.find_bad_json`) and named, as a ``DecodeError`` or,
+when its checksum says it was changed, a ``StorageError``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shlex
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from tether.backends._bridge import ThreadedAsyncMixin
@@ -67,10 +82,47 @@ from tether.backends._sqlbase import (
     build_tuple,
     decode_writes,
     group_writes,
+    metadata_from_json,
+    row_checksum,
     versions_to_json,
 )
-from tether.backends.sqlite._conn import ConnectionManager, Synchronous, translate_errors
-from tether.backends.sqlite._schema import ensure_schema
+from tether.backends.sqlite._conn import (
+    MEMORY,
+    BadJSON,
+    ConnectionManager,
+    Synchronous,
+    translate_errors,
+)
+from tether.backends.sqlite._rows import check_row, find_bad_json
+from tether.backends.sqlite._schema import (
+    IMPORT_KEY,
+    IMPORT_STARTED,
+    FileState,
+    check_readable,
+    ensure_schema,
+    file_state,
+)
+from tether.backends.sqlite._sql import (
+    CARRIED_MISSING,
+    COLLECT_BLOBS,
+    COLLECT_WRITES,
+    COPY_BLOBS,
+    COPY_CHECKPOINTS,
+    COPY_WRITES,
+    DELETE_FOR_RUNS,
+    DELETE_THREAD,
+    GET_BY_ID,
+    GET_LATEST,
+    HAS_BLOB,
+    INSERT_BLOB,
+    INSERT_CHECKPOINT,
+    INSERT_WRITE_IGNORE,
+    INSERT_WRITE_REPLACE,
+    PARENT_PROMISE,
+    PRUNE,
+    THREADS_OF_RUNS,
+    read_statement,
+)
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
@@ -81,7 +133,7 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
 __all__ = ["PAGE", "SqliteSaver"]
@@ -97,76 +149,28 @@ _Raw = tuple[
 # the whole value to store instead when that snapshot is gone.
 _Needs = tuple[int, str, Row]
 
-#: Checkpoints per ``list`` page (one read snapshot, three queries).
+#: Checkpoints per ``list`` page (one statement, its own read snapshot).
 PAGE = 64
 
 #: Payloads of at least this many bytes are stored zstd-compressed by default.
 DEFAULT_COMPRESS_THRESHOLD = 2048
 
-# One statement reads a page of checkpoints with every blob and write it needs.
-# A single SELECT sees one snapshot, so no explicit read transaction is needed,
-# and the page costs one round of the VDBE instead of five statements. Row
-# kinds: 0 checkpoint, 1 blob, 2 write (11 columns each, padded with NULL).
-_READ = """
-WITH p AS MATERIALIZED (
-    SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
-           c.checkpoint, c.channel_versions, c.metadata
-    FROM checkpoints AS c {where}
-    ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC LIMIT ?
-),
-k AS MATERIALIZED (
-    SELECT DISTINCT p.thread_id AS t, p.checkpoint_ns AS n, j.key AS ch, j.value AS v
-    FROM p, json_each(p.channel_versions) AS j
-),
-s AS MATERIALIZED (
-    SELECT DISTINCT b.thread_id AS t, b.checkpoint_ns AS n, b.channel AS ch, b.base AS v
-    FROM k CROSS JOIN checkpoint_blobs AS b
-    ON b.thread_id = k.t AND b.checkpoint_ns = k.n AND b.channel = k.ch AND b.version = k.v
-    WHERE b.base IS NOT NULL
-)
-SELECT 0, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,
-       channel_versions, metadata, NULL, NULL
-FROM p
-UNION ALL
-SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
-       b.base, NULL, NULL
-FROM k CROSS JOIN checkpoint_blobs AS b
-ON b.thread_id = k.t AND b.checkpoint_ns = k.n AND b.channel = k.ch AND b.version = k.v
-UNION ALL
-SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
-       NULL, NULL, NULL
-FROM s CROSS JOIN checkpoint_blobs AS b
-ON b.thread_id = s.t AND b.checkpoint_ns = s.n AND b.channel = s.ch AND b.version = s.v
-UNION ALL
-SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
-       w.channel, w.type, w.encoding, w.value
-FROM p CROSS JOIN checkpoint_writes AS w
-ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
-   AND w.checkpoint_id = p.checkpoint_id
-"""
 
-# One checkpoint has no duplicate blob keys: skip the DISTINCT (a temp b-tree).
-_READ_ONE = (
-    _READ.replace("SELECT DISTINCT p.thread_id AS t", "SELECT p.thread_id AS t")
-    .replace("k AS MATERIALIZED", "k AS NOT MATERIALIZED")
-    .replace("SELECT DISTINCT b.thread_id AS t", "SELECT b.thread_id AS t")
-    .replace("s AS MATERIALIZED", "s AS NOT MATERIALIZED")
-)
-_GET_LATEST = _READ_ONE.format(where="WHERE c.thread_id = ? AND c.checkpoint_ns = ?")
-_GET_BY_ID = _READ_ONE.format(
-    where="WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?"
-)
+def _split(rows: Iterable[Sequence[Any]], where: str) -> list[_Raw]:
+    """The rows of one read statement as checkpoints (newest first), each with its pieces.
 
-
-def _split(rows: Iterable[Sequence[Any]]) -> list[_Raw]:
-    """The rows of one :data:`_READ` as checkpoints (newest first), each with its pieces."""
+    Every checkpoint row is checked against its checksum before anything in it
+    (its metadata for a filter included) is trusted.
+    """
     heads: list[Sequence[Any]] = []
     blobs: dict[BlobKey, StoredValue] = {}
     writes: list[tuple[str, str, str, WriteRecord]] = []
     for r in rows:
         kind = r[0]
         if kind == 0:
-            heads.append(r[1:9])
+            head = r[1:11]
+            check_row(head, where)
+            heads.append(head)
         elif kind == 1:
             blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6], r[8])
         else:
@@ -176,33 +180,6 @@ def _split(rows: Iterable[Sequence[Any]]) -> list[_Raw]:
     heads.sort(key=lambda h: (h[2], h[0], h[1]), reverse=True)
     grouped = group_writes(writes)
     return [(h, None, blobs, grouped.get((h[0], h[1], h[2]), ())) for h in heads]
-
-
-# Blobs of one thread that no checkpoint of that thread refers to, directly or
-# as the snapshot an append tail extends (one level: snapshots have no base).
-# The subquery is materialized once (an ephemeral index), so this is one pass.
-_COLLECT_BLOBS = """
-DELETE FROM checkpoint_blobs WHERE thread_id = ?1
-AND (checkpoint_ns, channel, version) NOT IN (
-    WITH live AS MATERIALIZED (
-        SELECT c.checkpoint_ns AS n, j.key AS ch, j.value AS v
-        FROM checkpoints AS c, json_each(c.channel_versions) AS j WHERE c.thread_id = ?1
-    )
-    SELECT n, ch, v FROM live
-    UNION ALL
-    SELECT b.checkpoint_ns, b.channel, b.base
-    FROM live CROSS JOIN checkpoint_blobs AS b
-    ON b.thread_id = ?1 AND b.checkpoint_ns = live.n AND b.channel = live.ch
-       AND b.version = live.v
-    WHERE b.base IS NOT NULL
-)
-"""
-
-_COLLECT_WRITES = (
-    "DELETE FROM checkpoint_writes WHERE thread_id = ? "
-    "AND (checkpoint_ns, checkpoint_id) NOT IN ("
-    "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = ?)"
-)
 
 
 def _filter_clause(key: str, want: Any) -> tuple[str, list[Any]]:
@@ -246,9 +223,25 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             bytes are stored as an immutable snapshot plus the tail appended
             since (a growing message history costs a few messages per step,
             not the whole history); ``None`` stores every value whole.
+        read_only: open an existing store to read it only: the file is opened
+            ``mode=ro``, never migrated nor switched to WAL, and every write
+            method raises :class:`~tether.errors.ConfigError`.
+        import_official: what to do with a file that holds LangGraph's own
+            SqliteSaver tables (``checkpoints``, ``writes``) with checkpoints,
+            and no tether checkpoints. ``None`` (default): raise
+            :class:`~tether.errors.ConfigError` naming them and the command that
+            brings their threads over (``tether import PATH PATH``), rather than
+            start an empty history beside them. ``True``: import them into
+            tether's tables now (idempotent; an interrupted import is finished
+            by the next open with ``True``). ``False``: leave them alone, the
+            two histories side by side in one file.
 
     Raises:
-        SchemaVersionError: the file was written by a newer tether.
+        ConfigError: official tables to import (see ``import_official``), or
+            ``read_only`` on a file that is missing or holds no tether store.
+        SchemaVersionError: the file was written by a newer tether, its tables
+            are not those of the version its header records, or (``read_only``)
+            it needs a migration.
         StorageError: the file is not a SQLite database, or not a tether store.
 
     The async methods run the sync ones in worker threads (``asyncio.to_thread``),
@@ -264,13 +257,24 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         busy_timeout: float = 30.0,
         compress_threshold: int | None = DEFAULT_COMPRESS_THRESHOLD,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
+        read_only: bool = False,
+        import_official: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        if import_official is not None and not isinstance(import_official, bool):
+            raise ConfigError(
+                f"import_official must be None, True or False, got {import_official!r}"
+            )
+        if read_only is True and import_official:
+            raise ConfigError("import_official=True writes to the file; it needs read_only=False")
         self.codec = BlobCodec(compress_threshold=compress_threshold)
         self._appends = AppendTracker.create(delta_threshold)
-        self._conns = ConnectionManager(target, synchronous=synchronous, busy_timeout=busy_timeout)
+        self._conns = ConnectionManager(
+            target, synchronous=synchronous, busy_timeout=busy_timeout, read_only=read_only
+        )
+        self.read_only = read_only
         try:
-            self.setup()
+            self._open(import_official)
         except BaseException:
             self._conns.close()
             raise
@@ -280,24 +284,96 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         """The database file (``":memory:"`` for a private in-memory database)."""
         return self._conns.path
 
+    def _open(self, import_official: bool | None) -> None:
+        with self._conns.connection() as conn:
+            state = file_state(conn, self._conns.where)
+        # The official tables hold threads tether has not got yet.
+        pending = state.official_rows and (not state.tether_rows or state.import_started)
+        if pending and import_official is None:
+            raise ConfigError(self._official_message(state))
+        self.setup()
+        if pending and import_official:
+            self._import_official()
+
+    def _import_command(self) -> str:
+        path = shlex.quote(self._conns.path)
+        return f"tether import {path} {path}"
+
+    def _official_message(self, state: FileState) -> str:
+        where = self._conns.where
+        if state.import_started:
+            return (
+                f"{where} holds LangGraph's SqliteSaver tables (checkpoints, writes) and an "
+                "import of their threads into tether's tables that did not finish. Finish it "
+                f"with `{self._import_command()}`, or open the saver with import_official=True"
+            )
+        with self._conns.connection() as conn, translate_errors(where):
+            n, threads = conn.execute(
+                "SELECT count(*), count(DISTINCT thread_id) FROM checkpoints"
+            ).fetchone()
+        return (
+            f"{where} holds LangGraph's SqliteSaver tables checkpoints and writes "
+            f"({n} checkpoint(s) of {threads} thread(s)) and no tether checkpoints; opening it "
+            "would start an empty history beside them. Bring the threads over into tether's "
+            f"tables in the same file with `{self._import_command()}` (the official tables "
+            "stay as they are), or open the saver with import_official=True to import them "
+            "now, or import_official=False to keep the two histories apart"
+        )
+
+    def _import_official(self) -> None:
+        """Import the official tables of this file into tether's (see ``import_official``)."""
+        from tether.importer import import_store
+
+        if self._conns.path in ("", MEMORY):
+            raise ConfigError(
+                "import_official=True needs a database file to read the official tables "
+                f"from; {self._conns.where} has none"
+            )
+        # Marked first, cleared last: an import that stops half-way (an error,
+        # a crash) is not taken for a finished one by the next open.
+        self._write(self._set_meta, IMPORT_KEY, IMPORT_STARTED)
+        import_store(self._conns.path, self)
+        self._write(self._set_meta, IMPORT_KEY, None)
+
+    @staticmethod
+    def _set_meta(conn: sqlite3.Connection, key: str, value: str | None) -> None:
+        if value is None:
+            conn.execute("DELETE FROM tether_meta WHERE key = ?", (key,))
+        else:
+            conn.execute(
+                "INSERT OR REPLACE INTO tether_meta (key, value) VALUES (?, ?)", (key, value)
+            )
+
     def setup(self) -> None:
-        """Create or migrate the schema; idempotent (the constructor calls it)."""
-        with self._conns.connection() as conn, self._conns.write_lock:
-            ensure_schema(conn, self._conns.where, wal=self._conns.is_file)
+        """Create or migrate the schema; idempotent (the constructor calls it).
+
+        A read-only saver only checks that the store is of the current version.
+        """
+        with self._conns.connection() as conn:
+            if self.read_only:
+                check_readable(conn, self._conns.where)
+                return
+            with self._conns.write_lock:
+                ensure_schema(conn, self._conns.where, wal=self._conns.is_file)
 
     async def asetup(self) -> None:
         """Async :meth:`setup`."""
-        import asyncio
-
         await asyncio.to_thread(self.setup)
 
     def close(self) -> None:
-        """Close the connections this saver opened; idempotent."""
+        """Close the connections this saver opened; idempotent.
+
+        Operations running in other threads finish, or raise
+        :class:`~tether.errors.StorageError` if they are still running a few
+        seconds later (they are interrupted then); every operation that
+        starts afterwards raises ``StorageError``. A connection is never
+        closed under an operation that uses it.
+        """
         self._conns.close()
 
     async def aclose(self) -> None:
-        """Async :meth:`close`."""
-        self.close()
+        """Async :meth:`close` (it may wait for operations in flight: not on the event loop)."""
+        await asyncio.to_thread(self.close)
 
     def __enter__(self) -> Self:
         return self
@@ -309,27 +385,42 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        await self.aclose()
 
     def __repr__(self) -> str:
         return f"SqliteSaver({self._conns.where!r})"
 
     # --- transactions -------------------------------------------------------------
 
-    def _write(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(conn, *args)`` in one ``BEGIN IMMEDIATE`` transaction."""
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise ConfigError(
+                f"{what}: the saver on {self._conns.where} was opened with read_only=True; "
+                "open it without read_only to write"
+            )
+
+    def _write(self, fn: Any, *args: Any, threads: Sequence[str] | None = None) -> Any:
+        """Run ``fn(conn, *args)`` in one ``BEGIN IMMEDIATE`` transaction.
+
+        ``threads``: the threads it reads, where a damaged JSON column is looked for first.
+        """
+        self._check_writable("writing")
         where = self._conns.where
         with self._conns.connection() as conn, self._conns.write_lock:
+            if self._conns.closed:  # closed while this thread waited for the lock
+                raise self._conns.closed_error()
             with translate_errors(where):
                 conn.execute("BEGIN IMMEDIATE")
             try:
                 with translate_errors(where):
                     out = fn(conn, *args)
                     conn.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if conn.in_transaction:
                     with translate_errors(where):
                         conn.execute("ROLLBACK")
+                if isinstance(exc, BadJSON):
+                    self._raise_bad_json(conn, exc, threads)
                 raise
             return out
 
@@ -347,16 +438,25 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                     with translate_errors(where):
                         conn.execute("COMMIT")
 
+    def _raise_bad_json(
+        self, conn: sqlite3.Connection, exc: BadJSON, threads: Sequence[str] | None
+    ) -> None:
+        """Raise the error naming the row whose JSON column broke a statement, if found."""
+        with translate_errors(self._conns.where):
+            found = find_bad_json(conn, self._conns.where, threads)
+        if found is not None:
+            raise found from exc
+
     # --- reads ----------------------------------------------------------------------
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
         addr = Address.from_config(config)
         args: tuple[Any, ...]
         if addr.checkpoint_id is None:
-            sql, args = _GET_LATEST, (addr.thread_id, addr.checkpoint_ns, 1)
+            sql, args = GET_LATEST, (addr.thread_id, addr.checkpoint_ns, 1)
         else:
-            sql, args = _GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1)
-        found = self._query(sql, args)
+            sql, args = GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1)
+        found = self._query(sql, args, [addr.thread_id])
         if not found:
             return None
         return self._build(*found[0])
@@ -364,16 +464,24 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     def get_writes(self, config: Config) -> _List[StoredWrite]:
         addr = checkpoint_address(config, "get_writes")
         # The read of get_tuple: its write rows carry task path and index.
-        found = self._query(_GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1))
+        found = self._query(
+            GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1), [addr.thread_id]
+        )
         if not found:
             return []
         return decode_writes(self.serde, self.codec, addr, found[0][3])
 
-    def _query(self, sql: str, args: Sequence[Any]) -> _List[_Raw]:
+    def _query(self, sql: str, args: Sequence[Any], threads: Sequence[str] | None) -> _List[_Raw]:
         """Run one read statement (its own snapshot) and split its rows."""
-        with self._conns.connection() as conn, translate_errors(self._conns.where):
-            rows = conn.execute(sql, args).fetchall()
-        return _split(rows)
+        where = self._conns.where
+        with self._conns.connection() as conn:
+            try:
+                with translate_errors(where):
+                    rows = conn.execute(sql, args).fetchall()
+            except BadJSON as exc:
+                self._raise_bad_json(conn, exc, threads)
+                raise
+        return _split(rows, where)
 
     def _build(
         self,
@@ -383,10 +491,16 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         writes: Sequence[WriteRecord],
         memo: DecodeMemo | None = None,
     ) -> CheckpointTuple:
+        address = Address(row[0], row[1], row[2])
+        unstored: Collection[str] | None = ()
+        if row[8] is None:
+            unstored = None  # a row from before version 4: its put recorded nothing
+        elif row[9] is not None:
+            unstored = _unstored(row[9], address)
         return build_tuple(
             self.serde,
             self.codec,
-            address=Address(row[0], row[1], row[2]),
+            address=address,
             parent_id=row[3],
             head=(row[4], row[5]),
             metadata=row[7],
@@ -395,6 +509,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             writes=writes,
             memo=memo,
             appends=self._appends,
+            unstored=unstored,
         )
 
     def list(
@@ -409,7 +524,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
         where: _List[str] = []
         params: _List[Any] = []
+        threads: _List[str] | None = None
         if addr is not None:
+            threads = [addr.thread_id]
             where.append("c.thread_id = ?")
             params.append(addr.thread_id)
             if addr.has_ns(config):
@@ -425,17 +542,22 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             clause, args = _filter_clause(key, value)
             where.append(clause)
             params.extend(args)
-        return self._list(where, params, want, limit)
+        return self._list(where, params, want, limit, threads)
 
     def _list(
-        self, where: _List[str], params: _List[Any], want: dict[str, Any], limit: int | None
+        self,
+        where: _List[str],
+        params: _List[Any],
+        want: dict[str, Any],
+        limit: int | None,
+        threads: _List[str] | None,
     ) -> Iterator[CheckpointTuple]:
         if limit == 0:
             return
         produced = 0
         cursor: tuple[str, str, str] | None = None
         while True:
-            page, cursor = self._page(where, params, want, cursor)
+            page, cursor = self._page(where, params, want, cursor, threads)
             # The page holds stored bytes; each tuple is decoded only when it is
             # reached. Snapshots of append-encoded lists are decoded once per
             # page and their elements shared by the page's tuples.
@@ -454,6 +576,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         params: _List[Any],
         want: dict[str, Any],
         cursor: tuple[str, str, str] | None,
+        threads: _List[str] | None,
     ) -> tuple[_List[_Raw], tuple[str, str, str] | None]:
         conds = list(where)
         args = list(params)
@@ -461,15 +584,21 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conds.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (?, ?, ?)")
             args.extend(cursor)
         # Only fixed fragments are joined here; every value is a bound parameter.
-        sql = _READ.format(where="WHERE " + " AND ".join(conds) if conds else "")
+        sql = read_statement("WHERE " + " AND ".join(conds) if conds else "")
         args.append(PAGE)
-        page = self._query(sql, args)
+        page = self._query(sql, args, threads)
         next_cursor = None
         if len(page) == PAGE:
             last = page[-1][0]
             next_cursor = (last[2], last[0], last[1])
         if want:
-            page = [p for p in page if metadata_matches(loads_json(p[0][7]), want)]
+            page = [
+                p
+                for p in page
+                if metadata_matches(
+                    metadata_from_json(p[0][7], address=Address(p[0][0], p[0][1], p[0][2])), want
+                )
+            ]
         return page, next_cursor
 
     # --- writes ---------------------------------------------------------------------
@@ -481,6 +610,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
+        self._check_writable("put")
         addr = Address.from_config(config)
         check_checkpoint(checkpoint, new_versions)
         meta = merge_metadata(config, metadata)
@@ -504,18 +634,33 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 needs.append((len(blob_rows) - 1, plan.needs, plan.fallback))
         head_type, head_bytes = serde.dumps_typed(head)
         run_id = meta.get("run_id")
+        all_versions = checkpoint["channel_versions"]
+        versions_json = versions_to_json(all_versions)
+        meta_json = dumps_json(meta)
+        parent = addr.checkpoint_id
+        # Channels whose values earlier puts stored: the put checks they still are.
+        carried = {c: v for c, v in all_versions.items() if c not in new_versions}
         row = (
             tid,
             ns,
             cid,
-            addr.checkpoint_id,
+            parent,
             None if run_id is None else str(run_id),
             head_type,
             head_bytes,
-            versions_to_json(checkpoint["channel_versions"]),
-            dumps_json(meta),
+            versions_json,
+            meta_json,
+            row_checksum(cid, parent, head_type, head_bytes, versions_json, meta_json, None),
+            None,
         )
-        self._write(self._put, blob_rows, row, needs)
+        self._write(
+            self._put,
+            blob_rows,
+            row,
+            needs,
+            versions_to_json(carried) if carried else None,
+            threads=[tid],
+        )
         return Address(tid, ns, cid).to_config()
 
     def _put(
@@ -524,34 +669,25 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         blob_rows: _List[tuple[Any, ...]],
         row: tuple[Any, ...],
         needs: _List[_Needs],
+        carried: str | None,
     ) -> None:
         for i, snapshot, fallback in needs:
             # A tail extends a snapshot an earlier put of this process wrote;
             # another process may have pruned it since. Then store the whole value.
             tid, ns, channel = blob_rows[i][:3]
-            found = conn.execute(
-                "SELECT 1 FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
-                "AND channel = ? AND version = ?",
-                (tid, ns, channel, snapshot),
-            ).fetchone()
+            found = conn.execute(HAS_BLOB, (tid, ns, channel, snapshot)).fetchone()
             if found is None:
                 assert self._appends is not None
                 self._appends.forget((tid, ns, channel))
                 tag, encoding, payload = self.codec.encode_bytes(fallback.tag, fallback.data)
                 blob_rows[i] = (tid, ns, channel, fallback.version, tag, encoding, None, payload)
         if blob_rows:
-            conn.executemany(
-                "INSERT OR REPLACE INTO checkpoint_blobs "
-                "(thread_id, checkpoint_ns, channel, version, type, encoding, base, value) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                blob_rows,
-            )
-        conn.execute(
-            "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-            "parent_checkpoint_id, run_id, type, checkpoint, channel_versions, metadata) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            row,
-        )
+            conn.executemany(INSERT_BLOB, blob_rows)
+        if carried is not None:
+            missing = conn.execute(CARRIED_MISSING, (carried, row[0], row[1])).fetchall()
+            if missing:
+                row = _with_unstored(conn, row, missing)
+        conn.execute(INSERT_CHECKPOINT, row)
 
     def put_writes(
         self,
@@ -560,6 +696,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._check_writable("put_writes")
         addr = Address.from_config(config)
         if addr.checkpoint_id is None:
             raise ConfigError(
@@ -590,14 +727,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     def _put_writes(
         conn: sqlite3.Connection, replace: _List[tuple[Any, ...]], ignore: _List[tuple[Any, ...]]
     ) -> None:
-        cols = (
-            "INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-            "task_path, idx, channel, type, encoding, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
         if replace:
-            conn.executemany("INSERT OR REPLACE " + cols, replace)
+            conn.executemany(INSERT_WRITE_REPLACE, replace)
         if ignore:
-            conn.executemany("INSERT OR IGNORE " + cols, ignore)
+            conn.executemany(INSERT_WRITE_IGNORE, ignore)
 
     # --- thread operations ------------------------------------------------------------
 
@@ -614,9 +747,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     @staticmethod
     def _delete_threads(conn: sqlite3.Connection, thread_ids: _List[str]) -> None:
         args = [(t,) for t in thread_ids]
-        conn.executemany("DELETE FROM checkpoint_writes WHERE thread_id = ?", args)
-        conn.executemany("DELETE FROM checkpoint_blobs WHERE thread_id = ?", args)
-        conn.executemany("DELETE FROM checkpoints WHERE thread_id = ?", args)
+        for statement in DELETE_THREAD:
+            conn.executemany(statement, args)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         runs = check_thread_ids(run_ids, "run_ids")
@@ -625,26 +757,12 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     @staticmethod
     def _delete_for_runs(conn: sqlite3.Connection, runs: str) -> _List[str]:
-        threads = [
-            r[0]
-            for r in conn.execute(
-                "SELECT DISTINCT thread_id FROM checkpoints "
-                "WHERE run_id IN (SELECT value FROM json_each(?))",
-                (runs,),
-            )
-        ]
+        threads = [r[0] for r in conn.execute(THREADS_OF_RUNS, (runs,))]
         if not threads:
             return threads
-        conn.execute(
-            "DELETE FROM checkpoint_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN ("
-            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
-            "WHERE run_id IN (SELECT value FROM json_each(?)))",
-            (runs,),
-        )
-        conn.execute(
-            "DELETE FROM checkpoints WHERE run_id IN (SELECT value FROM json_each(?))", (runs,)
-        )
-        conn.executemany(_COLLECT_BLOBS, [(t,) for t in threads])
+        for statement in DELETE_FOR_RUNS:
+            conn.execute(statement, (runs,))
+        conn.executemany(COLLECT_BLOBS, [(t,) for t in threads])
         return threads
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -656,26 +774,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     @staticmethod
     def _copy_thread(conn: sqlite3.Connection, src: str, dst: str) -> None:
-        conn.execute(
-            "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-            "parent_checkpoint_id, run_id, type, checkpoint, channel_versions, metadata) "
-            "SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, "
-            "checkpoint, channel_versions, metadata FROM checkpoints WHERE thread_id = ?",
-            (dst, src),
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, "
-            "version, type, encoding, base, value) SELECT ?, checkpoint_ns, channel, version, "
-            "type, encoding, base, value FROM checkpoint_blobs WHERE thread_id = ?",
-            (dst, src),
-        )
-        conn.execute(
-            "INSERT OR REPLACE INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, "
-            "task_id, task_path, idx, channel, type, encoding, value) SELECT ?, checkpoint_ns, "
-            "checkpoint_id, task_id, task_path, idx, channel, type, encoding, value "
-            "FROM checkpoint_writes WHERE thread_id = ?",
-            (dst, src),
-        )
+        for statement in (COPY_CHECKPOINTS, COPY_BLOBS, COPY_WRITES):
+            conn.execute(statement, (dst, src))
 
     def prune(
         self,
@@ -691,20 +791,15 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if n == 0:
             self._write(self._delete_threads, tids)
         else:
-            self._write(self._prune, tids, n)
+            self._write(self._prune, tids, n, threads=tids)
         self._forget(tids)
 
     @staticmethod
     def _prune(conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
         for tid in tids:
-            conn.execute(
-                "DELETE FROM checkpoints WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
-                "row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) "
-                "AS rn FROM checkpoints WHERE thread_id = ?) WHERE rn > ?)",
-                (tid, keep),
-            )
-            conn.execute(_COLLECT_WRITES, (tid, tid))
-            conn.execute(_COLLECT_BLOBS, (tid,))
+            conn.execute(PRUNE, (tid, keep))
+            conn.execute(COLLECT_WRITES, (tid, tid))
+            conn.execute(COLLECT_BLOBS, (tid,))
 
     # --- maintenance ---------------------------------------------------------------------
 
@@ -713,9 +808,12 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
         def count(conn: sqlite3.Connection) -> dict[str, int]:
             out = {
-                "checkpoints": int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]),
-                "blobs": int(conn.execute("SELECT count(*) FROM checkpoint_blobs").fetchone()[0]),
-                "writes": int(conn.execute("SELECT count(*) FROM checkpoint_writes").fetchone()[0]),
+                key: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # noqa: S608
+                for key, table in (
+                    ("checkpoints", "tether_checkpoints"),
+                    ("blobs", "tether_blobs"),
+                    ("writes", "tether_writes"),
+                )
             }
             pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
             size = int(conn.execute("PRAGMA page_size").fetchone()[0])
@@ -724,3 +822,47 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
         result: dict[str, int] = self._read(count)
         return result
+
+
+def _unstored(text: str, address: Address) -> list[str]:
+    try:
+        names = loads_json(text)
+    except ValueError:
+        names = None
+    if not isinstance(names, list):
+        raise StorageError(
+            f"checkpoint {address.checkpoint_id!r} of thread {address.thread_id!r}: its "
+            "unstored column is not a JSON list; the row is damaged"
+        )
+    return [str(n) for n in names]
+
+
+def _with_unstored(
+    conn: sqlite3.Connection, row: tuple[Any, ...], missing: _List[tuple[str, str]]
+) -> tuple[Any, ...]:
+    """The checkpoint row recording the carried channels that had no stored value.
+
+    A caller may name channels in ``channel_versions`` that no put wrote (the
+    contract allows it; they read as absent). A value its parent promised,
+    though, is one the store lost: refused rather than carried over as absent.
+    """
+    tid, ns, cid, parent = row[:4]
+    if parent is not None:
+        found = conn.execute(PARENT_PROMISE, (tid, ns, parent)).fetchone()
+        if found is not None and found[2] is not None:  # a parent that recorded its promise
+            try:
+                versions = loads_json(found[0])
+                lacked = set(loads_json(found[1])) if found[1] else set()
+            except ValueError:
+                versions, lacked = {}, set()  # a damaged parent: its own read says so
+            for channel, version in missing:
+                if versions.get(channel) == version and channel not in lacked:
+                    raise StorageError(
+                        f"the value of channel {channel!r} at version {version!r} that "
+                        f"checkpoint {parent!r} of thread {tid!r} names is missing: its row "
+                        f"is gone and the store is damaged. Checkpoint {cid!r}, which carries "
+                        "it over, was not stored"
+                    )
+    unstored = json.dumps(sorted(channel for channel, _ in missing), separators=(",", ":"))
+    checksum = row_checksum(cid, parent, row[5], row[6], row[7], row[8], unstored)
+    return (*row[:9], checksum, unstored)

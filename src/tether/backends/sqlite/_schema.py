@@ -1,4 +1,4 @@
-"""The SQLite schema and its migrations.
+"""The SQLite schema, its migrations, and what a file holds before tether opens it.
 
 The schema version lives in the database header (``PRAGMA user_version``),
 which SQLite updates inside the migrating transaction: a migration either
@@ -8,9 +8,12 @@ applies completely, version included, or not at all.
 version ``i`` to ``i + 1``. Entries are never edited once released, only
 appended. Opening a database:
 
-* version 0 and no tables: a new file; every migration runs.
-* version 0 with tables: not a tether store (for example LangGraph's own
-  SqliteSaver file, which has a ``checkpoints`` table of another shape):
+* version 0 and no tables, or only LangGraph's own SqliteSaver tables
+  (``checkpoints`` and ``writes`` of langgraph-checkpoint-sqlite's shape):
+  :data:`CREATE` makes the current tables in one step (the migrations from 0
+  would create a table named ``checkpoints``, as version 1 did); tether's
+  tables sit beside the official ones, whose names differ since version 4.
+* version 0 with other tables: not a tether store;
   :class:`~tether.errors.StorageError`, nothing written.
 * older than :data:`SCHEMA_VERSION`: the missing migrations run in one
   ``BEGIN IMMEDIATE`` transaction (so two processes opening one old file
@@ -18,37 +21,81 @@ appended. Opening a database:
 * newer: :class:`~tether.errors.SchemaVersionError` naming both versions,
   before anything is written (not even the journal mode).
 
-Tables (``TEXT`` keys compare as binary strings, which is the order of the
-time-ordered checkpoint ids):
+The recorded version is never trusted alone: before anything is migrated (and
+at every open) tether's tables must have the shape of that version -- the
+tables and columns the migrations up to it create (:func:`expected_shape`
+builds them in a private in-memory database, so the shapes cannot drift from
+the migrations). A file whose header was restored, edited or downgraded
+(a version 3 store reading 2, whose 2 -> 3 step would rebuild the blob table
+without the append-delta bases) raises :class:`~tether.errors.SchemaVersionError`
+naming what was found and what was expected, and nothing is written.
 
-``checkpoints``
+Tables (``TEXT`` keys compare as binary strings, which is the order of the
+time-ordered checkpoint ids). Their names are tether's own since version 4, so
+that a file can hold a tether store and LangGraph's official one side by side:
+
+``tether_checkpoints``
     one row per checkpoint: the head (the checkpoint without channel values,
     through the saver's serializer, so unknown keys round-trip), its
     ``channel_versions`` again as a JSON object of strings (so SQL can join
     checkpoints to blobs for garbage collection), ``run_id`` (from metadata,
-    for ``delete_for_runs``) and the metadata as JSON text (filtered in SQL
-    with ``json_each``).
-``checkpoint_blobs``
+    for ``delete_for_runs``), the metadata as JSON text (filtered in SQL
+    with ``json_each``), ``checksum`` (xxh3 of the row's content, see
+    :func:`tether.backends._sqlbase.row_checksum`; NULL in rows written
+    before version 4) and ``unstored`` (the channels of ``channel_versions``
+    that had no stored value when the checkpoint was put, as a JSON array;
+    NULL when there were none).
+``tether_blobs``
     one row per (thread, ns, channel, version): written only for the
     channels in ``new_versions``, so a channel that did not change is stored
     once however many checkpoints refer to it. ``base`` names the snapshot
     row an append tail extends (see :mod:`tether.backends._delta`); it sits
     before ``value`` so that reading it never walks a large value's overflow
     pages.
-``checkpoint_writes``
+``tether_writes``
     pending writes, keyed by (thread, ns, checkpoint, task, idx).
+``tether_meta``
+    keys and values of the store itself (an unfinished import of the
+    official tables, see :class:`~tether.backends.sqlite.SqliteSaver`).
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from tether.backends.sqlite._conn import translate_errors
-from tether.errors import MigrationError, SchemaVersionError, StorageError
+from tether.errors import ConfigError, MigrationError, SchemaVersionError, StorageError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TABLES", "ensure_schema", "schema_version"]
+__all__ = [
+    "BLOBS",
+    "CHECKPOINTS",
+    "CREATE",
+    "META",
+    "MIGRATIONS",
+    "OFFICIAL_TABLES",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "WRITES",
+    "FileState",
+    "check_readable",
+    "ensure_schema",
+    "expected_shape",
+    "file_state",
+    "schema_version",
+]
 
-TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+#: tether's tables (version 4 on).
+CHECKPOINTS = "tether_checkpoints"
+BLOBS = "tether_blobs"
+WRITES = "tether_writes"
+META = "tether_meta"
+TABLES = (CHECKPOINTS, BLOBS, WRITES)
+
+#: LangGraph's langgraph-checkpoint-sqlite tables.
+OFFICIAL_TABLES = ("checkpoints", "writes")
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the three tables.
@@ -120,16 +167,260 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP TABLE checkpoint_blobs",
         "ALTER TABLE checkpoint_blobs_v3 RENAME TO checkpoint_blobs",
     ),
+    # 3 -> 4: tether's own table and index names, so that LangGraph's official
+    # SqliteSaver tables (`checkpoints`, `writes`) can share the file; the
+    # row checksum; the channels a put found no stored value for; tether_meta.
+    (
+        "ALTER TABLE checkpoints RENAME TO tether_checkpoints",
+        "ALTER TABLE checkpoint_blobs RENAME TO tether_blobs",
+        "ALTER TABLE checkpoint_writes RENAME TO tether_writes",
+        # An index keeps its name when its table is renamed.
+        "DROP INDEX checkpoints_thread_order",
+        "DROP INDEX checkpoints_order",
+        "DROP INDEX checkpoints_run",
+        "CREATE INDEX tether_checkpoints_thread_order"
+        " ON tether_checkpoints (thread_id, checkpoint_id, checkpoint_ns)",
+        "CREATE INDEX tether_checkpoints_order"
+        " ON tether_checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+        "CREATE INDEX tether_checkpoints_run"
+        " ON tether_checkpoints (run_id) WHERE run_id IS NOT NULL",
+        # Appended columns: ALTER TABLE ADD COLUMN rewrites no row.
+        "ALTER TABLE tether_checkpoints ADD COLUMN checksum INTEGER",
+        "ALTER TABLE tether_checkpoints ADD COLUMN unstored TEXT",
+        """CREATE TABLE tether_meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        )""",
+    ),
 )
 
 #: The version this tether writes and reads.
 SCHEMA_VERSION = len(MIGRATIONS)
+
+#: A new store at :data:`SCHEMA_VERSION` in one step. Running the migrations
+#: from 0 is not possible beside LangGraph's official tables (version 1 named
+#: its table `checkpoints` too). The tables are those the migrations build,
+#: column for column and index for index (a test compares the two).
+CREATE: tuple[str, ...] = (
+    """CREATE TABLE tether_checkpoints (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        parent_checkpoint_id TEXT,
+        run_id TEXT,
+        type TEXT NOT NULL,
+        checkpoint BLOB NOT NULL,
+        channel_versions TEXT NOT NULL DEFAULT '{}',
+        metadata TEXT NOT NULL DEFAULT '{}',
+        checksum INTEGER,
+        unstored TEXT,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    )""",
+    """CREATE TABLE tether_blobs (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL,
+        version TEXT NOT NULL,
+        type TEXT NOT NULL,
+        encoding INTEGER NOT NULL DEFAULT 0,
+        base TEXT,
+        value BLOB,
+        PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+    )""",
+    """CREATE TABLE tether_writes (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        task_path TEXT NOT NULL DEFAULT '',
+        idx INTEGER NOT NULL,
+        channel TEXT NOT NULL,
+        type TEXT NOT NULL,
+        value BLOB,
+        encoding INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    )""",
+    "CREATE INDEX tether_checkpoints_thread_order"
+    " ON tether_checkpoints (thread_id, checkpoint_id, checkpoint_ns)",
+    "CREATE INDEX tether_checkpoints_order"
+    " ON tether_checkpoints (checkpoint_id, thread_id, checkpoint_ns)",
+    "CREATE INDEX tether_checkpoints_run ON tether_checkpoints (run_id) WHERE run_id IS NOT NULL",
+    """CREATE TABLE tether_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
     """The version recorded in the database header (0 for a new file)."""
     row = conn.execute("PRAGMA user_version").fetchone()
     return int(row[0]) if row else 0
+
+
+# --- what a file holds ------------------------------------------------------------------
+
+#: Table name -> its column names in order.
+Shape = Mapping[str, tuple[str, ...]]
+
+# Columns of langgraph-checkpoint-sqlite's tables that tether's importer reads.
+_OFFICIAL_COLUMNS = {
+    "checkpoints": frozenset(
+        {"thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type"}
+        | {"checkpoint", "metadata"}
+    ),
+    "writes": frozenset(
+        {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type"}
+        | {"value"}
+    ),
+}
+
+
+def _tables(conn: sqlite3.Connection) -> dict[str, tuple[str, ...]]:
+    names = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {
+        name: tuple(
+            str(r[0])
+            for r in conn.execute("SELECT name FROM pragma_table_info(?) ORDER BY cid", (name,))
+        )
+        for name in names
+    }
+
+
+def _is_official(tables: Mapping[str, tuple[str, ...]], name: str) -> bool:
+    """Whether ``name`` is a LangGraph SqliteSaver table (tether's old `checkpoints` is not)."""
+    columns = tables.get(name)
+    if columns is None or name not in _OFFICIAL_COLUMNS:
+        return False
+    return _OFFICIAL_COLUMNS[name] <= set(columns) and "channel_versions" not in columns
+
+
+@functools.cache
+def expected_shape(version: int) -> Shape:
+    """tether's tables at ``version``: what the migrations up to it create (built in memory)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for step in MIGRATIONS[:version]:
+            for statement in step:
+                conn.execute(statement)
+        return _tables(conn)
+    finally:
+        conn.close()
+
+
+@functools.cache
+def _own_names() -> frozenset[str]:
+    """Every table name some tether version had."""
+    return frozenset(n for v in range(SCHEMA_VERSION + 1) for n in expected_shape(v))
+
+
+def _own_shape(tables: Mapping[str, tuple[str, ...]]) -> Shape:
+    """The tables of ``tables`` that are tether's (an official `checkpoints` is not)."""
+    return {
+        name: columns
+        for name, columns in tables.items()
+        if name in _own_names() and not _is_official(tables, name)
+    }
+
+
+def _describe(actual: Shape, expected: Shape) -> str:
+    parts = []
+    for table in sorted(set(actual) | set(expected)):
+        found, want = actual.get(table), expected.get(table)
+        if found == want:
+            continue
+        if found is None:
+            parts.append(f"table {table} is missing")
+        elif want is None:
+            parts.append(f"table {table} ({', '.join(found)}) should not be there")
+        else:
+            parts.append(
+                f"table {table} has the columns ({', '.join(found)}) where "
+                f"({', '.join(want)}) were expected"
+            )
+    return "; ".join(parts)
+
+
+def _check_shape(conn: sqlite3.Connection, where: str, version: int) -> None:
+    """Refuse a file whose tables are not those of the version its header records."""
+    actual = _own_shape(_tables(conn))
+    expected = expected_shape(version)
+    if actual == expected:
+        return
+    same = [v for v in range(SCHEMA_VERSION + 1) if expected_shape(v) == actual]
+    hint = ""
+    if same:
+        hint = (
+            f" Its tables are those of version {same[0]}: if the file was restored from a "
+            f"backup or its header edited, `PRAGMA user_version = {same[0]}` makes the two "
+            "agree."
+        )
+    raise SchemaVersionError(
+        f"SQLite database {where} records tether schema version {version} "
+        f"(PRAGMA user_version), but its tables are not that version's: "
+        f"{_describe(actual, expected)}.{hint} tether did not change the file",
+        found=version,
+        supported=SCHEMA_VERSION,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What a database holds before tether opens it (read with plain SELECTs only)."""
+
+    version: int
+    #: LangGraph's SqliteSaver tables are there (`checkpoints` and `writes`).
+    official: bool
+    #: ... and hold at least one checkpoint.
+    official_rows: bool
+    #: tether's checkpoints table exists and holds at least one row.
+    tether_rows: bool
+    #: An import of the official tables started by the saver did not finish.
+    import_started: bool
+
+
+def file_state(conn: sqlite3.Connection, where: str) -> FileState:
+    """Read what ``conn``'s database holds; writes nothing.
+
+    Raises:
+        StorageError: the file is not a SQLite database.
+    """
+    with translate_errors(where):
+        version = schema_version(conn)
+        tables = _tables(conn)
+        official = all(_is_official(tables, t) for t in OFFICIAL_TABLES)
+        official_rows = official and _has_rows(conn, "checkpoints")
+        own = CHECKPOINTS if CHECKPOINTS in tables else None
+        if own is None and "checkpoints" in tables and not _is_official(tables, "checkpoints"):
+            own = "checkpoints"  # a store before version 4
+        tether_rows = own is not None and _has_rows(conn, own)
+        started = False
+        if META in tables:
+            row = conn.execute(
+                "SELECT value FROM tether_meta WHERE key = ?", (IMPORT_KEY,)
+            ).fetchone()
+            started = row is not None and row[0] == IMPORT_STARTED
+    return FileState(version, official, official_rows, tether_rows, started)
+
+
+def _has_rows(conn: sqlite3.Connection, table: str) -> bool:
+    # `table` is one of the fixed names above, never input.
+    row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()  # noqa: S608
+    return bool(row and row[0])
+
+
+#: tether_meta key of an import of the official tables begun by the saver,
+#: and its value until the import finished (then the key is deleted).
+IMPORT_KEY = "import_official"
+IMPORT_STARTED = "started"
+
+
+# --- opening --------------------------------------------------------------------------
 
 
 def _check_version(found: int, where: str, target: int) -> None:
@@ -142,19 +433,50 @@ def _check_version(found: int, where: str, target: int) -> None:
         )
 
 
+def check_readable(conn: sqlite3.Connection, where: str) -> None:
+    """Check a store opened read-only: the current version, with that version's tables.
+
+    Raises:
+        ConfigError: the database holds no tether store (an empty file, say).
+        SchemaVersionError: another version (a read-only saver never migrates),
+            or tables that are not those of the recorded version.
+        StorageError: the file is not a SQLite database.
+    """
+    with translate_errors(where):
+        found = schema_version(conn)
+        _check_version(found, where, SCHEMA_VERSION)
+        if found == 0 and not _own_shape(_tables(conn)):
+            raise ConfigError(
+                f"no tether store in {where} (the database has no tether tables); a "
+                "read-only saver never creates one"
+            )
+        _check_shape(conn, where, found)
+        if found < SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"SQLite database {where} has tether schema version {found} and this tether "
+                f"reads version {SCHEMA_VERSION}; a read-only saver never migrates. Open it "
+                "once without read_only=True (tether.SqliteSaver(path).close() migrates it "
+                "in place), then read it",
+                found=found,
+                supported=SCHEMA_VERSION,
+            )
+
+
 def ensure_schema(
     conn: sqlite3.Connection, where: str, *, wal: bool, target: int = SCHEMA_VERSION
 ) -> int:
     """Bring the database to ``target`` (see the module docstring); returns the version found.
 
     Raises:
-        SchemaVersionError: the database is newer than ``target``.
+        SchemaVersionError: the database is newer than ``target``, or its
+            tables are not those of the version it records.
         StorageError: the file is not a SQLite database or not a tether store.
         MigrationError: a migration failed; the database is unchanged.
     """
     with translate_errors(where):
         found = schema_version(conn)  # a read: fails on a non-database file, writes nothing
         _check_version(found, where, target)
+        _check_shape(conn, where, found)
         if found == target:
             return found
         if found == 0:
@@ -173,8 +495,14 @@ def ensure_schema(
             # Another process may have migrated while we waited for the lock.
             current = schema_version(conn)
             _check_version(current, where, target)
-            for step in range(current, target):
-                for statement in MIGRATIONS[step]:
+            if current != found:
+                _check_shape(conn, where, current)
+            if current == 0 and target == SCHEMA_VERSION:
+                steps: tuple[tuple[str, ...], ...] = (CREATE,)
+            else:
+                steps = MIGRATIONS[current:target]
+            for step in steps:
+                for statement in step:
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {int(target)}")
             conn.execute("COMMIT")
@@ -193,16 +521,12 @@ def ensure_schema(
 
 
 def _refuse_foreign(conn: sqlite3.Connection, where: str) -> None:
-    names = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    ]
+    tables = _tables(conn)
+    names = [n for n in tables if not _is_official(tables, n)]
     if names:
         shown = ", ".join(sorted(names)[:5])
         raise StorageError(
             f"{where} is a SQLite database but not a tether store (it has tables {shown} "
             "and no tether schema version); tether did not write to it. Use a new file "
-            "for tether (a LangGraph SqliteSaver file cannot be opened in place)"
+            "for tether"
         )

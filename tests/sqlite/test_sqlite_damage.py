@@ -1,0 +1,280 @@
+"""Damaged rows on a real file: refused by name, never read back as something else.
+
+* #18.3: a checkpoint row carries an xxh3 checksum of its content; a changed
+  byte in any covered column is a ``StorageError`` naming the row, on every
+  read path (get_tuple, list with and without filters, the CLI).
+* #18.4: a channel the checkpoint names whose value row is gone is a
+  ``StorageError`` naming thread, namespace, checkpoint and channel (it used
+  to come back without that channel), while a channel no put ever wrote is
+  still read as absent; a head whose id is not its row's is refused.
+* #20.2: a row whose metadata or versions column is not JSON is named
+  (thread, checkpoint), not reported as an unusable database.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlite_helpers import populate, snapshot, step, thread
+
+from tether import SqliteSaver
+from tether.backends._sqlbase import row_checksum
+from tether.checkpoint import empty_checkpoint
+from tether.cli._app import cli
+from tether.errors import DecodeError, StorageError, TetherError
+from tether.ids import uuid6
+
+
+def _store(path: Path) -> list[tuple[Any, ...]]:
+    with SqliteSaver(path) as saver:
+        populate(saver)
+        return snapshot(saver)
+
+
+def _target(path: Path) -> tuple[str, str, str]:
+    """(thread, ns, checkpoint id) of a checkpoint in the middle of thread-1's root."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM tether_checkpoints "
+            "WHERE thread_id = 'thread-1' AND checkpoint_ns = '' ORDER BY checkpoint_id"
+        ).fetchall()
+    return rows[2]
+
+
+def _reads(path: Path, tid: str, cid: str) -> list[Any]:
+    """Every read that reaches the row: each returns an exception or a value."""
+    out: list[Any] = []
+    with SqliteSaver(path) as saver:
+        for read in (
+            lambda: saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_id": cid}}),
+            lambda: list(saver.list({"configurable": {"thread_id": tid}})),
+            lambda: list(saver.list(None)),
+            lambda: list(saver.list(None, filter={"source": "loop"})),
+            lambda: list(saver.list({"configurable": {"thread_id": tid}}, filter={"k": [1, 2]})),
+        ):
+            try:
+                out.append(read())
+            except TetherError as exc:
+                out.append(exc)
+    return out
+
+
+# --- #18.3: row checksums ---------------------------------------------------------------------
+
+
+def _flip(value: Any) -> Any:
+    """The value with one byte changed (the same SQL type: bytes stay bytes, text text)."""
+    if isinstance(value, bytes):
+        return value[:10] + bytes([value[10] ^ 0x01]) + value[11:]
+    if isinstance(value, int):
+        return value ^ 1
+    at = len(value) // 2
+    return value[:at] + chr(ord(value[at]) ^ 0x01) + value[at + 1 :]
+
+
+_COLUMNS = ["checkpoint", "metadata", "channel_versions", "parent_checkpoint_id", "type"]
+
+
+@pytest.mark.parametrize("column", [*_COLUMNS, "checksum"])
+def test_a_changed_byte_in_a_checkpoint_row_is_refused_on_every_read(
+    db_path: Path, column: str
+) -> None:
+    _store(db_path)
+    tid, ns, cid = _target(db_path)
+    key = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+    with sqlite3.connect(db_path) as conn:
+        (value,) = conn.execute(
+            f"SELECT {column} FROM tether_checkpoints {key}",
+            (tid, ns, cid),
+        ).fetchone()
+        conn.execute(
+            f"UPDATE tether_checkpoints SET {column} = ? {key}",
+            (_flip(value), tid, ns, cid),
+        )
+    for got in _reads(db_path, tid, cid):
+        assert isinstance(got, StorageError), got
+        assert "does not match its checksum: the row is damaged" in str(got)
+        assert repr(cid) in str(got)
+        assert repr(tid) in str(got)
+    result = CliRunner().invoke(cli, ["show", str(db_path), tid, cid])
+    assert result.exit_code == 1
+    assert "the row is damaged" in result.stderr
+
+
+def test_the_latest_row_damaged_is_refused_by_tether_threads(db_path: Path) -> None:
+    _store(db_path)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "UPDATE tether_checkpoints SET metadata = metadata || ' ' "
+            "WHERE checkpoint_id = (SELECT max(checkpoint_id) FROM tether_checkpoints "
+            "WHERE thread_id = 'thread-2' AND checkpoint_ns = '')"
+        )
+    result = CliRunner().invoke(cli, ["threads", str(db_path)])
+    assert result.exit_code == 1
+    assert "thread 'thread-2'" in result.stderr
+    assert "the row is damaged" in result.stderr
+
+
+def test_rows_from_before_the_checksum_are_read_unverified(db_path: Path) -> None:
+    expected = _store(db_path)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE tether_checkpoints SET checksum = NULL")
+    with SqliteSaver(db_path) as saver:
+        assert snapshot(saver) == expected
+
+
+def test_copied_threads_keep_valid_checksums(db_path: Path) -> None:
+    _store(db_path)
+    with SqliteSaver(db_path) as saver:
+        saver.copy_thread("thread-0", "copy")
+        copied = list(saver.list(thread("copy")))
+        original = list(saver.list(thread("thread-0")))
+    assert [t.checkpoint for t in copied] == [t.checkpoint for t in original]
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM tether_checkpoints WHERE thread_id = 'copy' AND checksum IS NULL"
+        ).fetchone() == (0,)
+
+
+def test_the_checksum_frames_its_fields() -> None:
+    # the same bytes split differently between fields hash differently
+    a = row_checksum("ab", "c", "t", b"h", "{}", "{}", None)
+    b = row_checksum("a", "bc", "t", b"h", "{}", "{}", None)
+    c = row_checksum("a", None, "t", b"h", "{}", "{}", None)
+    d = row_checksum("a", "", "t", b"h", "{}", "{}", None)
+    assert len({a, b, c, d}) == 4
+    assert all(-(2**63) <= x < 2**63 for x in (a, b, c, d))
+
+
+# --- #18.4: missing value rows, heads that are not their row's ---------------------------------
+
+
+def test_a_deleted_value_row_is_a_storage_error_naming_it(db_path: Path) -> None:
+    _store(db_path)
+    tid, ns, cid = _target(db_path)
+    with sqlite3.connect(db_path) as conn:
+        (versions,) = conn.execute(
+            "SELECT channel_versions FROM tether_checkpoints WHERE thread_id = ? "
+            "AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (tid, ns, cid),
+        ).fetchone()
+        gone = conn.execute(
+            "DELETE FROM tether_blobs WHERE thread_id = ? AND checkpoint_ns = ? AND channel = "
+            "'fixed' AND version = ?",
+            (tid, ns, json.loads(versions)["fixed"]),
+        ).rowcount
+    assert gone == 1
+    for got in _reads(db_path, tid, cid):
+        assert isinstance(got, StorageError), got
+        text = str(got)
+        assert "channel 'fixed'" in text
+        assert "missing" in text
+        assert f"thread {tid!r}" in text
+        assert "checkpoint " in text
+
+
+def test_a_put_carrying_over_a_value_its_parent_lost_is_refused(db_path: Path) -> None:
+    with SqliteSaver(db_path) as saver:
+        cfg, prev = step(saver, thread("t"), None, {"a": 1, "b": 2})
+        with sqlite3.connect(db_path) as conn:
+            conn.execute("DELETE FROM tether_blobs WHERE channel = 'b'")
+        with pytest.raises(StorageError, match=r"channel 'b'.*names is missing"):
+            step(saver, cfg, prev, {"a": 3})
+    with sqlite3.connect(db_path) as conn:  # nothing was stored
+        assert conn.execute("SELECT count(*) FROM tether_checkpoints").fetchone() == (1,)
+
+
+def test_channels_no_put_ever_wrote_read_as_absent(db_path: Path) -> None:
+    """The contract allows naming them (LangGraph's savers read them as absent)."""
+    with SqliteSaver(db_path) as saver:
+        ckpt = empty_checkpoint()
+        ckpt["id"] = str(uuid6())
+        ckpt["channel_values"] = {"a": 1}
+        ckpt["channel_versions"] = {"a": "1", "ghost": "7"}
+        cfg = saver.put(thread("t"), ckpt, {}, {"a": "1"})
+        tup = saver.get_tuple(cfg)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"a": 1}
+        assert tup.checkpoint["channel_versions"] == {"a": "1", "ghost": "7"}
+        # a child carrying the ghost over reads it as absent too
+        child = {**ckpt, "id": str(uuid6()), "channel_values": {"a": 2}}
+        child["channel_versions"] = {"a": "2", "ghost": "7"}
+        tup = saver.get_tuple(saver.put(cfg, child, {}, {"a": "2"}))
+        assert tup is not None
+        assert tup.checkpoint["channel_values"] == {"a": 2}
+    with sqlite3.connect(db_path) as conn:
+        assert [r[0] for r in conn.execute("SELECT unstored FROM tether_checkpoints")] == [
+            '["ghost"]',
+            '["ghost"]',
+        ]
+
+
+def test_a_head_whose_id_is_not_its_rows_is_refused(db_path: Path) -> None:
+    with SqliteSaver(db_path) as saver:
+        cfg, prev = step(saver, thread("t"), None, {"a": 1})
+        step(saver, cfg, prev, {"a": 2})
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute(
+            "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, channel_versions, "
+            "metadata, unstored FROM tether_checkpoints ORDER BY checkpoint_id"
+        ).fetchall()
+        first, second = rows
+        # the second row gets the first one's head, with a checksum that fits
+        head = first[3]
+        checksum = row_checksum(second[0], second[1], second[2], head, *second[4:])
+        conn.execute(
+            "UPDATE tether_checkpoints SET checkpoint = ?, checksum = ? WHERE checkpoint_id = ?",
+            (head, checksum, second[0]),
+        )
+    for got in _reads(db_path, "t", second[0])[:3]:
+        assert isinstance(got, StorageError), got
+        assert f"says its checkpoint id is {first[0]!r}" in str(got)
+
+
+# --- #20.2: one row whose JSON is damaged -------------------------------------------------------
+
+
+@pytest.mark.parametrize("column", ["metadata", "channel_versions"])
+@pytest.mark.parametrize("verified", [True, False], ids=["checksum", "no-checksum"])
+def test_a_row_that_is_not_json_is_named_not_the_database(
+    db_path: Path, column: str, verified: bool
+) -> None:
+    _store(db_path)
+    tid, ns, cid = _target(db_path)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            f"UPDATE tether_checkpoints SET {column} = substr({column}, 1, 9) "
+            + ("" if verified else ", checksum = NULL ")
+            + "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (tid, ns, cid),
+        )
+    result = CliRunner().invoke(cli, ["history", str(db_path), tid])
+    assert result.exit_code == 1
+    assert "not a usable SQLite database" not in result.stderr
+    assert cid in result.stderr
+    reads = _reads(db_path, tid, cid)
+    with SqliteSaver(db_path) as saver:
+        try:  # keeps every checkpoint, reads every row's versions to collect values
+            saver.prune([tid], strategy="keep_last", keep=99)
+        except TetherError as exc:
+            reads.append(exc)
+    for got in reads:
+        if not isinstance(got, TetherError):
+            # metadata is only JSON to SQL in a filter; the row itself is named below
+            assert column == "metadata"
+            continue
+        assert "not a usable SQLite database" not in str(got)
+        assert cid in str(got)
+        assert tid in str(got)
+        if verified:
+            assert isinstance(got, StorageError)
+            assert "the row is damaged" in str(got)
+        else:
+            assert isinstance(got, DecodeError)
+            assert f"stored {column} of a checkpoint" in str(got) or "not JSON" in str(got)
+    assert any(isinstance(got, TetherError) for got in reads)
