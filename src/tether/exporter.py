@@ -550,13 +550,6 @@ def export_store(
         source = os.fspath(source)
     dst = parse_store_url(os.fspath(target) if isinstance(target, os.PathLike) else target)
     chosen = None if threads is None else list(dict.fromkeys(str(t) for t in threads))
-    if isinstance(source, str):
-        from tether.cli._stores import same_store
-
-        if same_store(parse_store_url(source), dst):
-            raise ConfigError(
-                f"source and target are the same store ({source}); name another target"
-            )
     src = _open_source(source, chosen, allowlist)
     try:
         if chosen is None:

@@ -386,10 +386,10 @@ def test_an_unknown_thread(store: str, tmp_path: Path) -> None:
 
 
 def test_targets_that_are_not_official_stores(store: str, tmp_path: Path) -> None:
-    assert "same store" in error(run("export", store, "--to-langgraph", f"sqlite:///{store}"))
-    other = tmp_path / "other-tether.db"
-    with SqliteSaver(other):
-        pass
+    other = tmp_path / "old-tether.db"  # tether's tables before they were named tether_*
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE checkpoints (thread_id TEXT, channel_versions TEXT)")
+        conn.execute("CREATE TABLE checkpoint_blobs (thread_id TEXT)")
     assert "holds a tether store" in error(run("export", store, "--to-langgraph", str(other)))
     foreign = tmp_path / "foreign.db"
     with contextlib.closing(sqlite3.connect(foreign)) as conn:
@@ -436,6 +436,20 @@ def test_an_export_goes_beside_a_tether_store_in_one_postgres_schema(
         official = {t.config["configurable"]["thread_id"] for t in theirs.list(None)}
     assert mine == {"tether-only"}
     assert official == {t["thread_id"] for t in ok_json("threads", store)}
+
+
+def test_an_export_goes_into_the_tether_stores_own_sqlite_file(store: str) -> None:
+    """The way out needs no second file: LangGraph's tables go beside tether's (#13.2)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
+
+    threads = {t["thread_id"] for t in ok_json("threads", store)}
+    done = ok_json("export", store, "--to-langgraph", store)
+    assert done["threads"] == len(threads)
+    with sqlite3.connect(store, check_same_thread=False) as conn:
+        listed = OfficialSqliteSaver(conn).list(None)
+        official = {t.config["configurable"]["thread_id"] for t in listed}
+    assert official == threads
+    assert {t["thread_id"] for t in ok_json("threads", store)} == threads  # tether's, untouched
 
 
 def test_a_postgres_schema_holding_an_old_tether_store_is_refused(
