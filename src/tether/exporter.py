@@ -197,9 +197,16 @@ class _SqliteTarget(_Target):
 
     def _check(self) -> None:
         checkpoints, writes = self._columns("checkpoints"), self._columns("writes")
+        # tether's own tables (tether_*) may share the file; tables named
+        # checkpoints/checkpoint_blobs are a tether store from before schema 4.
         tether = bool(self._columns("checkpoint_blobs")) or "channel_versions" in checkpoints
         if tether or (checkpoints and not checkpoints.issuperset(_SQLITE_CHECKPOINTS)):
-            what = "a tether store" if tether else "a table checkpoints that is not LangGraph's"
+            what = (
+                "a tether store from before its tables were named tether_* (open it once "
+                "with this tether to upgrade it)"
+                if tether
+                else "a table checkpoints that is not LangGraph's"
+            )
             raise ConfigError(
                 f"{self.where} holds {what}; export into a new file or a LangGraph SqliteSaver file"
             )
