@@ -95,18 +95,29 @@ def as_version(source: Path, target: Path, version: int) -> None:
     try:
         ensure_schema(conn, str(target), wal=True, target=version)
         conn.execute("ATTACH DATABASE ? AS src", (str(source),))
+        # Payloads as a tether before checksums wrote them (every version these
+        # files stand for): encoding 4 (crc + bytes) as 0, 6 (crc + size + frame) as 2.
+        legacy = {
+            "encoding": "CASE encoding WHEN 4 THEN 0 WHEN 6 THEN 2 ELSE encoding END",
+            "value": "CASE encoding WHEN 4 THEN substr(value, 5) WHEN 6 THEN substr(value, 9) "
+            "ELSE value END",
+        }
         for new, old in _OLD_NAMES.items():
             mine = [r[1] for r in conn.execute(f"PRAGMA table_info({old})")]
             theirs = {r[1] for r in conn.execute(f"PRAGMA src.table_info({new})")}
-            cols = ", ".join(c for c in mine if c in theirs)
-            conn.execute(f"INSERT INTO main.{old} ({cols}) SELECT {cols} FROM src.{new}")
+            cols = [c for c in mine if c in theirs]
+            values = [legacy.get(c, c) if "encoding" in theirs else c for c in cols]
+            conn.execute(
+                f"INSERT INTO main.{old} ({', '.join(cols)}) "
+                f"SELECT {', '.join(values)} FROM src.{new}"
+            )
         if version < 3:
             assert conn.execute(
                 "SELECT count(*) FROM src.tether_blobs WHERE base IS NOT NULL"
             ).fetchone() == (0,)
         if version < 2:
             assert conn.execute(
-                "SELECT count(*) FROM src.tether_blobs WHERE encoding != 0"
+                "SELECT count(*) FROM src.tether_blobs WHERE encoding NOT IN (0, 4)"
             ).fetchone() == (0,)
         conn.execute("DETACH DATABASE src")
     finally:
