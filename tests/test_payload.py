@@ -169,3 +169,15 @@ def test_a_flipped_byte_in_a_sqlite_file_is_a_storage_error_naming_the_row(
     assert "damaged" in message
     assert "'t1'" in message
     assert "'messages'" in message
+
+
+def test_max_value_size_is_a_saver_option(tmp_path: Path) -> None:
+    path = tmp_path / "small.db"
+    with SqliteSaver(f"sqlite:///{path}", max_value_size=4096) as saver:
+        assert saver.path == str(path)  # the store name the CLI prints is accepted
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"blob": b"x" * 5000}
+        cp["channel_versions"] = {"blob": saver.get_next_version(None)}
+        with pytest.raises(EncodeError, match="max_value_size"):
+            saver.put({"configurable": {"thread_id": "t"}}, cp, {}, cp["channel_versions"])
+        assert list(saver.list(None)) == []

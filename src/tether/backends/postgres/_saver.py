@@ -55,6 +55,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tether.backends._common import check_list_args
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
@@ -208,6 +209,11 @@ class PostgresSaver(BaseCheckpointSaver):
             alone, the two stores side by side. tether's tables
             (``tether_checkpoints``, ``tether_blobs``, ``tether_writes``,
             ``tether_migrations``) never share names with the official ones.
+        max_value_size: the largest serialized value stored or read back, in
+            bytes (1 GiB by default): a larger one is an
+            :class:`~tether.errors.EncodeError` on write, and a stored one that
+            declares more (a tampered compressed value) a
+            :class:`~tether.errors.StorageError` on read.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -264,6 +270,7 @@ class PostgresSaver(BaseCheckpointSaver):
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         import_official: bool | None = None,
+        max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
     ) -> None:
         super().__init__(serde=serde)
         if import_official is not None and not isinstance(import_official, bool):
@@ -280,7 +287,9 @@ class PostgresSaver(BaseCheckpointSaver):
             "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
             "inline": bool(inline_primitives),
             "page_size": page_size,
-            "codec": BlobCodec(compress_threshold=compress_threshold),
+            "codec": BlobCodec(
+                compress_threshold=compress_threshold, max_value_size=max_value_size
+            ),
             "appends": AppendTracker.create(delta_threshold),
             # One for the saver, its two cores and its with_allowlist clones.
             "leases": LeaseRegistry(),
@@ -319,6 +328,7 @@ class PostgresSaver(BaseCheckpointSaver):
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         connect_kwargs: Mapping[str, Any] | None = None,
         import_official: bool | None = None,
+        max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
@@ -355,6 +365,7 @@ class PostgresSaver(BaseCheckpointSaver):
             page_size=page_size,
             compress_threshold=compress_threshold,
             delta_threshold=delta_threshold,
+            max_value_size=max_value_size,
         )
         res = saver._res
         res.url = location

@@ -73,6 +73,7 @@ from tether.backends._common import (
     split_channel_values,
 )
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, supports
+from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._sqlbase import (
     BlobCodec,
     BlobKey,
@@ -135,6 +136,7 @@ from tether.checkpoint import (
 )
 from tether.errors import ConfigError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
+from tether.stores import sqlite_path
 
 __all__ = ["PAGE", "SqliteSaver"]
 
@@ -208,7 +210,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     """Checkpoints in one SQLite file (or ``":memory:"``), from sync and async code.
 
     Args:
-        target: a file path (created with its schema if missing), ``":memory:"``
+        target: a file path or ``sqlite:///path`` (created with its schema if
+            missing), ``":memory:"``
             (a private database for tests), or an open ``sqlite3.Connection``
             (used as is and left open by :meth:`close`).
         serde: the value serializer (default: the strict MessagePack one).
@@ -235,6 +238,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             tether's tables now (idempotent; an interrupted import is finished
             by the next open with ``True``). ``False``: leave them alone, the
             two histories side by side in one file.
+        max_value_size: the largest serialized value stored or read back, in
+            bytes (1 GiB by default): a larger one is an
+            :class:`~tether.errors.EncodeError` on write, and a stored one that
+            declares more (a tampered compressed value) a
+            :class:`~tether.errors.StorageError` on read.
 
     Raises:
         ConfigError: official tables to import (see ``import_official``), or
@@ -259,6 +267,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         read_only: bool = False,
         import_official: bool | None = None,
+        max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
     ) -> None:
         super().__init__(serde=serde)
         if import_official is not None and not isinstance(import_official, bool):
@@ -267,7 +276,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             )
         if read_only is True and import_official:
             raise ConfigError("import_official=True writes to the file; it needs read_only=False")
-        self.codec = BlobCodec(compress_threshold=compress_threshold)
+        self.codec = BlobCodec(compress_threshold=compress_threshold, max_value_size=max_value_size)
+        if isinstance(target, str) and (path := sqlite_path(target)) is not None:
+            target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
         self._conns = ConnectionManager(
             target, synchronous=synchronous, busy_timeout=busy_timeout, read_only=read_only
