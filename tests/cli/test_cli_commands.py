@@ -222,6 +222,16 @@ def test_a_type_outside_the_allowlist(tmp_path: Path) -> None:
     assert "--allow" in message
     shown = ok_json("show", str(path), "o", "--allow", f"{Order.__module__}:Order")
     assert "Order(item='tea', qty=2)" in shown["channel_values"]["order"]
+    # history shows channel names and decodes no value: no --allow needed (#13.4)
+    rows = ok_json("history", str(path), "o")
+    assert rows
+    assert any("order" in r["changed"] for r in rows)
+    assert rows[0]["pending_writes"] == len(
+        SqliteSaver(str(path), serde=langgraph_serializer([(Order.__module__, "Order")]))
+        .get_tuple({"configurable": {"thread_id": "o"}})
+        .pending_writes
+        or ()
+    )
 
 
 # --- import -------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from rich.table import Table
 from tether import __version__
 from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
-from tether.cli._stores import Store, ThreadInfo, opened, same_store
+from tether.cli._stores import HeadInfo, Store, ThreadInfo, opened, same_store
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError
 from tether.exporter import ExportSummary, export_store
 from tether.importer import ImportSummary, import_store
@@ -238,37 +238,31 @@ def threads(store: str, as_json: bool) -> None:
 # --- history ----------------------------------------------------------------------------
 
 
-def _changed(tup: CheckpointTuple, parent: CheckpointTuple | None) -> list[str]:
-    updated = tup.checkpoint.get("updated_channels")
+def _changed(head: HeadInfo, parent: HeadInfo | None) -> list[str]:
+    updated = head.checkpoint.get("updated_channels")
     if updated is not None:
         return sorted(updated)
-    mine = tup.checkpoint.get("channel_versions", {})
+    mine = head.checkpoint.get("channel_versions", {})
     theirs = parent.checkpoint.get("channel_versions", {}) if parent else {}
     return sorted(c for c, v in mine.items() if theirs.get(c) != v)
 
 
-def _history_rows(st: Store, tuples: list[CheckpointTuple]) -> Iterator[dict[str, Any]]:
-    by_id = {
-        (t.config["configurable"].get("checkpoint_ns", ""), t.checkpoint["id"]): t for t in tuples
-    }
-    for t in tuples:
-        conf = t.config["configurable"]
-        ns = conf.get("checkpoint_ns", "")
-        parent_id = (
-            t.parent_config["configurable"].get("checkpoint_id") if t.parent_config else None
-        )
-        parent = by_id.get((ns, parent_id)) if parent_id else None
-        if parent_id and parent is None and t.checkpoint.get("updated_channels") is None:
-            parent = st.saver.get_tuple(t.parent_config or {})
+def _history_rows(st: Store, heads: list[HeadInfo]) -> Iterator[dict[str, Any]]:
+    by_id = {(h.checkpoint_ns, h.checkpoint_id): h for h in heads}
+    for h in heads:
+        parent = by_id.get((h.checkpoint_ns, h.parent_id)) if h.parent_id else None
+        if h.parent_id and parent is None and h.checkpoint.get("updated_channels") is None:
+            found = st.heads(h.thread_id, h.checkpoint_ns, checkpoint_id=h.parent_id)
+            parent = found[0] if found else None
         yield {
-            "checkpoint_id": t.checkpoint["id"],
-            "checkpoint_ns": ns,
-            "step": t.metadata.get("step"),
-            "source": t.metadata.get("source"),
-            "parent_checkpoint_id": parent_id,
-            "changed": _changed(t, parent),
-            "pending_writes": len(t.pending_writes or ()),
-            "ts": t.checkpoint.get("ts"),
+            "checkpoint_id": h.checkpoint_id,
+            "checkpoint_ns": h.checkpoint_ns,
+            "step": h.metadata.get("step"),
+            "source": h.metadata.get("source"),
+            "parent_checkpoint_id": h.parent_id,
+            "changed": _changed(h, parent),
+            "pending_writes": h.pending_writes,
+            "ts": h.checkpoint.get("ts"),
         }
 
 
@@ -302,8 +296,9 @@ def history(
     """
     with opened(store, allowlist=allow, read_only=True) as st:
         _require_thread(st, thread)
-        tuples = list(st.saver.list(_thread_config(thread, ns), limit=limit))
-        rows = list(_history_rows(st, tuples))
+        # No value is decoded: a history lists channel names, whatever types
+        # the thread holds (allowed or not).
+        rows = list(_history_rows(st, st.heads(thread, ns, limit=limit)))
     if as_json:
         _print_json(rows)
         return

@@ -28,7 +28,15 @@ from tether.errors import ConfigError, StorageUnavailable, TetherError
 from tether.importer import source_serializer
 from tether.stores import StoreURL, parse_store_url
 
-__all__ = ["Store", "TableStats", "ThreadInfo", "open_store", "opened", "same_store"]
+__all__ = [
+    "HeadInfo",
+    "Store",
+    "TableStats",
+    "ThreadInfo",
+    "open_store",
+    "opened",
+    "same_store",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,26 @@ class ThreadInfo:
             "latest_step": self.latest_step,
             "latest_ts": self.latest_ts,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class HeadInfo:
+    """One checkpoint without its channel values, as ``tether history`` shows it.
+
+    Read with no value decoded, so a history lists whatever types the thread
+    holds (allowed or not) at the cost of the rows' metadata only.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint: dict[str, Any]  # the checkpoint without channel_values
+    metadata: dict[str, Any]
+    parent_id: str | None
+    pending_writes: int
+
+    @property
+    def checkpoint_id(self) -> str:
+        return str(self.checkpoint["id"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +115,23 @@ class Store(abc.ABC):
         """Per-table rows and bytes, and the store's total bytes."""
 
     @abc.abstractmethod
+    def heads(
+        self,
+        thread_id: str,
+        ns: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[HeadInfo]:
+        """Checkpoints of a thread without their values, newest first.
+
+        Args:
+            ns: only this namespace (``None``: every namespace).
+            checkpoint_id: only this checkpoint.
+            limit: at most this many.
+        """
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Each subclass implements this."""
 
@@ -121,6 +166,20 @@ ORDER BY c.thread_id
 """
 
 _SQLITE_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
+
+# Checkpoints of a thread with their write counts, no blob read; whole rows, so
+# that each is verified against its checksum before its head is read.
+_SQLITE_HEADS = """
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
+       c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored,
+       (SELECT count(*) FROM tether_writes AS w WHERE w.thread_id = c.thread_id
+        AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
+FROM tether_checkpoints AS c
+WHERE c.thread_id = ?1 AND (?2 IS NULL OR c.checkpoint_ns = ?2)
+  AND (?3 IS NULL OR c.checkpoint_id = ?3)
+ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
+LIMIT ?4
+"""
 
 
 def _sqlite_state(path: Path) -> Any:
@@ -182,6 +241,39 @@ class _SqliteStore(Store):
                 ts = None
             step = metadata_from_json(meta, address=Address(tid, ns, cid)).get("step")
             out.append(ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts))
+        return out
+
+    def heads(
+        self,
+        thread_id: str,
+        ns: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[HeadInfo]:
+        from tether.backends._sqlbase import metadata_from_json
+        from tether.backends.sqlite._rows import check_row
+        from tether.checkpoint import Address
+
+        args = (thread_id, ns, checkpoint_id, -1 if limit is None else limit)
+        with self._translate(self.where):
+            rows = self._conn.execute(_SQLITE_HEADS, args).fetchall()
+        out = []
+        for *row, writes in rows:
+            check_row(row, self.where)  # a damaged row is refused, not shown
+            tid, row_ns, cid, parent, tag, head, _, meta = row[:8]
+            address = Address(tid, row_ns, cid)
+            decoded = self.saver.serde.loads_typed((tag, head))  # plain JSON values only
+            out.append(
+                HeadInfo(
+                    str(tid),
+                    str(row_ns),
+                    dict(decoded),
+                    metadata_from_json(meta, address=address),
+                    parent,
+                    int(writes),
+                )
+            )
         return out
 
     def stats(self) -> tuple[list[TableStats], int | None]:
@@ -298,6 +390,35 @@ class _PostgresStore(Store):
         return [
             ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts)
             for tid, n, nss, cid, step, ts in rows
+        ]
+
+    def heads(
+        self,
+        thread_id: str,
+        ns: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[HeadInfo]:
+        query = f"""
+SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+       c.checkpoint - 'channel_values', c.metadata,
+       (SELECT count(*) FROM {self.schema}.tether_writes w WHERE w.thread_id = c.thread_id
+        AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
+FROM {self.schema}.tether_checkpoints c
+WHERE c.thread_id = %(t)s AND (%(ns)s::text IS NULL OR c.checkpoint_ns = %(ns)s)
+  AND (%(cid)s::text IS NULL OR c.checkpoint_id = %(cid)s)
+ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
+LIMIT %(limit)s
+"""  # noqa: S608 -- the schema is a checked identifier; values are parameters
+        rows = self._rows(
+            f"reading the history of thread {thread_id!r}",
+            query,
+            {"t": thread_id, "ns": ns, "cid": checkpoint_id, "limit": limit},
+        )
+        return [
+            HeadInfo(str(tid), str(row_ns), dict(head), dict(meta), parent, int(writes))
+            for tid, row_ns, _cid, parent, head, meta, writes in rows
         ]
 
     def stats(self) -> tuple[list[TableStats], int | None]:
