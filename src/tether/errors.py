@@ -4,14 +4,20 @@ Every error tether raises on purpose derives from :class:`TetherError`. The
 groups follow what the caller does next:
 
 * fix the input: :class:`ConfigError` (also a :class:`ValueError`);
-* retry: :class:`ConflictError`, :class:`ThreadBusyError` (and its
-  :class:`LeaseLostError`), :class:`StorageUnavailable`, :class:`StorageTimeout`;
+* retry: :class:`TransientError` and everything under it --
+  :class:`ConflictError`, :class:`ThreadBusyError` (and its
+  :class:`LeaseLostError`), :class:`StorageUnavailable`, :class:`StorageTimeout`.
+  ``except TransientError`` is the one clause a retry loop needs;
 * upgrade: :class:`SchemaVersionError`, :class:`MigrationError`;
 * look at the data: :class:`DecodeError`, :class:`EncodeError`,
-  :class:`StorageError`.
+  :class:`StorageError` (damaged or unusable data: retrying gives the same
+  answer).
 
 Driver errors (sqlite3, psycopg) are translated in one place per backend and
 chained with ``raise ... from``, so the original is always in ``__cause__``.
+A layer that knows more about where an error happened adds it with
+:meth:`TetherError.add_context` (a note, :pep:`678`), never by raising a new
+exception of the same type: the type and its attributes stay as raised.
 
 Interrupts are control flow, not errors, and live in :mod:`tether.graph`.
 """
@@ -34,11 +40,28 @@ __all__ = [
     "StorageUnavailable",
     "TetherError",
     "ThreadBusyError",
+    "TransientError",
+    "describe",
 ]
 
 
 class TetherError(Exception):
     """Root of every exception tether raises on purpose."""
+
+    def add_context(self, text: str) -> TetherError:
+        """Say where the error happened (``importing thread 't1'``); returns self.
+
+        A note (:pep:`678`): tracebacks show it under the message, and
+        :func:`describe` joins it to the message in one line.
+        """
+        self.add_note(text)
+        return self
+
+
+def describe(exc: BaseException) -> str:
+    """The message of ``exc`` with its context notes, on one line (for the CLI)."""
+    notes = [" ".join(str(n).split()) for n in getattr(exc, "__notes__", ())]
+    return "; ".join([str(exc), *notes]) if notes else str(exc)
 
 
 # --- fix the input ----------------------------------------------------------
@@ -55,7 +78,11 @@ class CheckpointNotFound(ConfigError, LookupError):
 # --- retry ------------------------------------------------------------------
 
 
-class ConflictError(TetherError):
+class TransientError(TetherError):
+    """A condition that passes: retrying the operation (or the run) may succeed."""
+
+
+class ConflictError(TransientError):
     """A concurrent writer got there first; retrying the operation is safe."""
 
 
@@ -96,11 +123,7 @@ class LeaseLostError(ThreadBusyError):
         self.current_epoch = current_epoch
 
 
-class StorageError(TetherError):
-    """The storage failed or holds something tether cannot use (e.g. a corrupt file)."""
-
-
-class StorageUnavailable(StorageError):
+class StorageUnavailable(TransientError):
     """The storage could not be reached or dropped the connection; retry later."""
 
 
@@ -125,6 +148,11 @@ class MigrationError(TetherError):
 
 
 # --- the data ---------------------------------------------------------------
+
+
+class StorageError(TetherError):
+    """The store holds something tether cannot use, or refuses it (a damaged row, a
+    closed saver, a corrupt file): the same call gives the same answer."""
 
 
 class DecodeError(TetherError):

@@ -613,7 +613,8 @@ def _export(
         except (DecodeError, SchemaVersionError, EncodeError, CheckpointNotFound):
             raise
         except TetherError as exc:
-            raise type(exc)(f"exporting thread {thread_id!r}: {exc}") from exc
+            exc.add_context(f"exporting thread {thread_id!r}")
+            raise
         summary.threads += 1
         summary.thread_ids.append(thread_id)
     summary.checkpoints = exporter.checkpoints

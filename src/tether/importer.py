@@ -669,12 +669,12 @@ def import_store(
                 try:
                     summary.writes += _replay(target, thread_id, record, parent)
                 except TetherError as exc:
-                    if isinstance(exc, DecodeError | SchemaVersionError):
-                        raise
-                    raise type(exc)(
-                        f"importing checkpoint {record.checkpoint.get('id')} of thread "
-                        f"{thread_id!r}: {exc}"
-                    ) from exc
+                    if not isinstance(exc, DecodeError | SchemaVersionError):
+                        exc.add_context(
+                            f"importing checkpoint {record.checkpoint.get('id')} of thread "
+                            f"{thread_id!r}"
+                        )
+                    raise
                 stored[(record.ns, record.checkpoint["id"])] = dict(
                     record.checkpoint.get("channel_versions") or {}
                 )

@@ -30,7 +30,7 @@ from tether import __version__
 from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import HeadInfo, Store, ThreadInfo, opened, same_store
-from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError
+from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError, describe
 from tether.exporter import ExportSummary, export_store
 from tether.importer import ImportSummary, import_store
 from tether.serde import parse_allowlist
@@ -76,9 +76,9 @@ def _boundary(fn: F) -> F:
             if exc.type_name:
                 module, _, name = exc.type_name.rpartition(".")
                 hint = f"; if the type is yours, allow it with --allow {module}:{name}"
-            raise click.ClickException(f"{exc}{hint}") from exc
+            raise click.ClickException(f"{describe(exc)}{hint}") from exc
         except TetherError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(describe(exc)) from exc
         except (click.exceptions.ClickException, click.exceptions.Abort, click.exceptions.Exit):
             raise
         except Exception as exc:

@@ -64,7 +64,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from tether.errors import ConfigError, StorageError, StorageTimeout, StorageUnavailable
+from tether.errors import (
+    ConfigError,
+    StorageError,
+    StorageTimeout,
+    StorageUnavailable,
+    TetherError,
+)
 
 __all__ = [
     "CLOSE_GRACE",
@@ -124,7 +130,7 @@ def translate_errors(where: str) -> Iterator[None]:
         raise _translate(exc, where) from exc
 
 
-def _translate(exc: sqlite3.Error, where: str) -> StorageError:
+def _translate(exc: sqlite3.Error, where: str) -> TetherError:
     name = _error_name(exc)
     text = str(exc)
     low = text.lower()

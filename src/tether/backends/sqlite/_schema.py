@@ -67,7 +67,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tether.backends.sqlite._conn import translate_errors
-from tether.errors import ConfigError, MigrationError, SchemaVersionError, StorageError
+from tether.errors import (
+    ConfigError,
+    MigrationError,
+    SchemaVersionError,
+    StorageError,
+    TetherError,
+)
 
 __all__ = [
     "BLOBS",
@@ -509,7 +515,7 @@ def ensure_schema(
     except BaseException as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if isinstance(exc, SchemaVersionError | StorageError):
+        if isinstance(exc, TetherError):  # already says what happened (locked, damaged, ...)
             raise
         if isinstance(exc, Exception):
             raise MigrationError(
