@@ -251,9 +251,10 @@ class _SqliteStore(Store):
         checkpoint_id: str | None = None,
         limit: int | None = None,
     ) -> list[HeadInfo]:
-        from tether.backends._sqlbase import metadata_from_json
+        from tether.backends._sqlbase import metadata_from_json, versions_from_json
         from tether.backends.sqlite._rows import check_row
         from tether.checkpoint import Address
+        from tether.errors import DecodeError
 
         args = (thread_id, ns, checkpoint_id, -1 if limit is None else limit)
         with self._translate(self.where):
@@ -263,6 +264,18 @@ class _SqliteStore(Store):
             check_row(row, self.where)  # a damaged row is refused, not shown
             tid, row_ns, cid, parent, tag, head, _, meta = row[:8]
             address = Address(tid, row_ns, cid)
+            try:  # not shown, but a row whose versions are not JSON is named here
+                versions_from_json(row[6])
+            except ValueError as exc:
+                raise DecodeError(
+                    f"stored channel_versions of a checkpoint in {self.where} is not JSON; "
+                    "the row is damaged (restore it from a backup)",
+                    context={
+                        "thread_id": tid,
+                        "checkpoint_ns": row_ns or None,
+                        "checkpoint_id": cid,
+                    },
+                ) from exc
             decoded = self.saver.serde.loads_typed((tag, head))  # plain JSON values only
             out.append(
                 HeadInfo(

@@ -131,37 +131,43 @@ def translate_errors(where: str) -> Iterator[None]:
 
 
 def _translate(exc: sqlite3.Error, where: str) -> TetherError:
+    """By SQLite's result code (``sqlite_errorname``, Python 3.11+), not by message text.
+
+    Two conditions have no code of their own and are told by their text:
+    SQLite's JSON functions report a non-JSON column as a plain SQLITE_ERROR
+    ("malformed JSON"), and the sqlite3 module reports a closed connection as a
+    ProgrammingError with no result code.
+    """
     name = _error_name(exc)
     text = str(exc)
-    low = text.lower()
-    if name in _BUSY_NAMES or "database is locked" in low or "database table is locked" in low:
+    if name in _BUSY_NAMES:
         return StorageTimeout(
             f"SQLite database {where} stayed locked by another process past busy_timeout "
             f"({text}); retry, or raise busy_timeout"
         )
-    if name == "SQLITE_INTERRUPT" or "interrupted" in low:
+    if name == "SQLITE_INTERRUPT":
         return StorageError(
             f"an operation on {where} was interrupted: the saver was closed while it ran "
             f"({text}); open a new saver"
         )
-    if "malformed json" in low:
+    if name == "SQLITE_ERROR" and "malformed JSON" in text:
         # A JSON column of one row, not the database: the saver finds the row.
         return BadJSON(f"a stored JSON column in {where} is not JSON ({text})")
-    if name in _CORRUPT_NAMES or "not a database" in low or "malformed" in low:
+    if name in _CORRUPT_NAMES:
         return StorageError(
             f"{where} is not a usable SQLite database ({text}); tether did not write to it. "
             "Restore it from a backup or point tether at another file"
         )
-    if name == "SQLITE_CANTOPEN" or "unable to open" in low:
+    if name == "SQLITE_CANTOPEN":
         return StorageUnavailable(
             f"cannot open SQLite database {where} ({text}); check that the directory "
             "exists and is writable"
         )
-    if name in ("SQLITE_FULL", "SQLITE_IOERR") or "disk is full" in low or "disk i/o" in low:
+    if name in ("SQLITE_FULL", "SQLITE_IOERR"):
         return StorageUnavailable(f"I/O error on SQLite database {where}: {text}")
-    if name == "SQLITE_READONLY" or "readonly" in low:
+    if name == "SQLITE_READONLY":
         return StorageError(f"SQLite database {where} is read-only ({text})")
-    if isinstance(exc, sqlite3.ProgrammingError) and "closed" in low:
+    if isinstance(exc, sqlite3.ProgrammingError) and "closed" in text:
         return StorageError(f"the saver on {where} is closed; open a new one")
     return StorageError(f"SQLite error on {where}: {text}")
 
