@@ -103,6 +103,8 @@ def as_version(source: Path, target: Path, version: int) -> None:
             "ELSE value END",
         }
         for new, old in _OLD_NAMES.items():
+            if version >= 4:  # tether's own names, and payloads with checksums
+                old, legacy = new, {}
             mine = [r[1] for r in conn.execute(f"PRAGMA table_info({old})")]
             theirs = {r[1] for r in conn.execute(f"PRAGMA src.table_info({new})")}
             cols = [c for c in mine if c in theirs]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import xxhash
 from click.testing import CliRunner
 from sqlite_helpers import populate, snapshot, step, thread
 
@@ -278,3 +279,141 @@ def test_a_row_that_is_not_json_is_named_not_the_database(
             assert isinstance(got, DecodeError)
             assert f"stored {column} of a checkpoint" in str(got) or "not JSON" in str(got)
     assert any(isinstance(got, TetherError) for got in reads)
+
+
+# --- #18: write rows and value rows have checksums, checkpoints count their writes ----------
+
+_WRITE_KEY = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+
+
+def _write_reads(path: Path, tid: str, cid: str) -> list[Any]:
+    """Every read that returns the checkpoint's pending writes."""
+    out = _reads(path, tid, cid)[:3]
+    with SqliteSaver(path) as saver:
+        try:
+            out.append(saver.get_writes({"configurable": {"thread_id": tid, "checkpoint_id": cid}}))
+        except TetherError as exc:
+            out.append(exc)
+    result = CliRunner().invoke(cli, ["history", str(path), tid])
+    out.append(StorageError(result.stderr) if result.exit_code == 1 else result.output)
+    return out
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DELETE FROM tether_writes {key} AND idx = 0",
+        "UPDATE tether_writes SET checkpoint_id = checkpoint_id || 'x' {key} AND idx = 0",
+        "INSERT INTO tether_writes SELECT thread_id, checkpoint_ns, checkpoint_id, task_id || 'x',"
+        " task_path, idx, channel, type, value, encoding, checksum FROM tether_writes {key}"
+        " AND idx = 0",
+    ],
+    ids=["deleted", "moved-away", "copied-in"],
+)
+def test_a_lost_moved_or_added_write_row_is_refused(db_path: Path, damage: str) -> None:
+    _store(db_path)
+    tid, ns, cid = _target(db_path)
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute(f"SELECT count(*) FROM tether_writes {_WRITE_KEY}", (tid, ns, cid))
+        conn.execute(damage.format(key=_WRITE_KEY), (tid, ns, cid))
+    for got in _write_reads(db_path, tid, cid):
+        assert isinstance(got, StorageError), got
+        # a row that moves or is copied in under another key fails its own checksum too
+        assert "pending write rows where it recorded" in str(got) or (
+            damage.startswith("INSERT") and "does not match its checksum" in str(got)
+        )
+        assert cid in str(got)
+
+
+@pytest.mark.parametrize("column", ["channel", "task_id", "task_path", "idx", "value", "type"])
+def test_a_changed_byte_in_a_write_row_is_refused(db_path: Path, column: str) -> None:
+    _store(db_path)
+    tid, ns, cid = _target(db_path)
+    with sqlite3.connect(db_path) as conn:
+        rowid, value = conn.execute(
+            f"SELECT rowid, {column} FROM tether_writes {_WRITE_KEY} AND idx = 0", (tid, ns, cid)
+        ).fetchone()
+        if column == "value":  # the payload's own checksum made to fit: the row's still tells
+            value = value[:-1] + bytes([value[-1] ^ 1])
+            conn.execute(
+                "UPDATE tether_writes SET value = ? WHERE rowid = ?",
+                (xxhash.xxh3_64_intdigest(value[4:]).to_bytes(8, "little")[:4] + value[4:], rowid),
+            )
+        else:  # idx: one no other write of the task has
+            changed = value + 100 if column == "idx" else _flip(value)
+            conn.execute(f"UPDATE tether_writes SET {column} = ? WHERE rowid = ?", (changed, rowid))
+    for got in _write_reads(db_path, tid, cid)[:4]:
+        assert isinstance(got, StorageError), got
+        assert "does not match its checksum" in str(got)
+        assert cid in str(got)
+
+
+@pytest.mark.parametrize("column", ["base", "version", "type", "value", "encoding"])
+def test_a_changed_byte_in_a_value_row_is_refused(db_path: Path, column: str) -> None:
+    _store(db_path)
+    with sqlite3.connect(db_path) as conn:
+        # an append tail: its base names another row of the same channel
+        rowid, tid, ns, channel, version, value = conn.execute(
+            f"SELECT rowid, thread_id, checkpoint_ns, channel, version, {column} "
+            "FROM tether_blobs WHERE base IS NOT NULL AND checkpoint_ns = '' "
+            "ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+        if column == "base":  # another stored version of the channel: a valid-looking base
+            (changed,) = conn.execute(
+                "SELECT version FROM tether_blobs WHERE thread_id = ? AND checkpoint_ns = ? "
+                "AND channel = ? AND version <> ? AND version <> ? LIMIT 1",
+                (tid, ns, channel, version, value),
+            ).fetchone()
+        elif column == "encoding":
+            changed = value & ~4  # the checksum flag off: the payload read as plain bytes
+        else:
+            changed = _flip(value)
+        conn.execute(f"UPDATE tether_blobs SET {column} = ? WHERE rowid = ?", (changed, rowid))
+        (cid,) = conn.execute(
+            "SELECT checkpoint_id FROM tether_checkpoints, json_each(channel_versions) AS j "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND j.key = ? AND j.value = ?",
+            (tid, ns, channel, version),
+        ).fetchone()
+    for got in _reads(db_path, tid, cid)[:3]:
+        assert isinstance(got, StorageError), got
+        assert "damaged" in str(got) or "missing" in str(got)
+        assert tid in str(got)
+
+
+def test_write_counts_follow_every_operation(db_path: Path) -> None:
+    """Re-puts, writes before their checkpoint, copies over a target, prunes: no false alarm."""
+    expected = _store(db_path)
+    with SqliteSaver(db_path) as saver:
+        tid = "thread-1"
+        latest = saver.get_tuple(thread(tid))
+        assert latest is not None
+        # a checkpoint put again keeps its writes
+        assert latest.parent_config is not None
+        saver.put(latest.parent_config, latest.checkpoint, latest.metadata, {})
+        assert saver.get_tuple(latest.config) == latest
+        # writes before their checkpoint's put
+        early = empty_checkpoint()
+        early["id"] = str(uuid6())
+        saver.put_writes(_at(tid, early["id"]), [("a", 1)], "first")
+        saver.put(thread(tid), early, {}, {})
+        got = saver.get_tuple(_at(tid, early["id"]))
+        assert got is not None
+        assert got.pending_writes == [("first", "a", 1)]
+        # a copy over a target that has its own writes at the same checkpoint
+        saver.put(thread("dst"), early, {}, {})
+        saver.put_writes(_at("dst", early["id"]), [("b", 2)], "theirs")
+        saver.put_writes(_at("dst", early["id"]), [("a", 9)], "first")
+        saver.copy_thread(tid, "dst")
+        got = saver.get_tuple(_at("dst", early["id"]))
+        assert got is not None
+        assert sorted(got.pending_writes) == [("first", "a", 1), ("theirs", "b", 2)]
+        assert len(list(saver.list(thread("dst")))) >= len(
+            [t for t in expected if t[0] == tid and t[1] == ""]
+        )
+        saver.prune([tid], strategy="keep_last", keep=2)
+        assert len(list(saver.list(thread(tid)))) > 0
+        snapshot(saver)  # every checkpoint of every thread reads
+
+
+def _at(tid: str, cid: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": cid}}

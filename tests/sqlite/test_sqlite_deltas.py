@@ -10,6 +10,7 @@ import pytest
 from sqlite_helpers import step, thread
 
 from tether import SqliteSaver
+from tether.backends._sqlbase import value_checksum
 from tether.errors import ConfigError, StorageError
 from tether.serde import MsgpackSerializer
 from tether.testing._history import message
@@ -124,8 +125,20 @@ def test_the_writer_reads_its_snapshot_without_decompressing_it(db_path: Path) -
                 "AND version = (SELECT base FROM tether_blobs WHERE channel = 'history' "
                 "AND base IS NOT NULL ORDER BY rowid DESC LIMIT 1)"
             ).fetchone()
+            # the payload damaged, the row's own checksum made to fit it: only
+            # a read of the payload itself can tell
+            channel, tag, encoding, base = conn.execute(
+                "SELECT channel, type, encoding, base FROM tether_blobs WHERE version = ?",
+                (snapshot,),
+            ).fetchone()
+            damaged = bytes.fromhex("28b52ffd00")
             conn.execute(
-                "UPDATE tether_blobs SET value = X'28b52ffd00' WHERE version = ?", (snapshot,)
+                "UPDATE tether_blobs SET value = ?, checksum = ? WHERE version = ?",
+                (
+                    damaged,
+                    value_checksum(channel, snapshot, tag, encoding, base, damaged),
+                    snapshot,
+                ),
             )
         tup = writer.get_tuple(cfg)
         assert tup is not None

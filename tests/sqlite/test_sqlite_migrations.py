@@ -48,6 +48,7 @@ _OPTIONS: dict[int, dict[str, Any]] = {
     1: {"delta_threshold": None, "compress_threshold": None},
     2: {"delta_threshold": None},
     3: {},
+    4: {},
 }
 
 
@@ -63,18 +64,19 @@ def _old_store(tmp_path: Path, version: int) -> tuple[Path, list[tuple[Any, ...]
     return old, expected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_a_populated_store_of_each_version_migrates_with_everything_equal(
     tmp_path: Path, version: int
 ) -> None:
     old, expected = _old_store(tmp_path, version)
-    if version == 3:
+    if version >= 3:
+        blobs = "checkpoint_blobs" if version == 3 else "tether_blobs"
         with sqlite3.connect(old) as conn:
-            tails = conn.execute(
-                "SELECT count(*) FROM checkpoint_blobs WHERE base IS NOT NULL"
-            ).fetchone()[0]
+            tails = conn.execute(f"SELECT count(*) FROM {blobs} WHERE base IS NOT NULL").fetchone()[
+                0
+            ]
             snapshots = conn.execute(
-                "SELECT count(*) FROM checkpoint_blobs WHERE version LIKE '~%'"
+                f"SELECT count(*) FROM {blobs} WHERE version LIKE '~%'"
             ).fetchone()[0]
         assert tails > 20
         assert snapshots > 2
@@ -100,13 +102,21 @@ def test_a_populated_store_of_each_version_migrates_with_everything_equal(
         checksums = conn.execute(
             "SELECT count(*), count(checksum) FROM tether_checkpoints"
         ).fetchone()
+        # rows from before version 5 carry no write count and no blob checksum
+        counted = conn.execute("SELECT count(*), count(nwrites) FROM tether_checkpoints").fetchone()
+        blob_sums = conn.execute("SELECT count(*), count(checksum) FROM tether_blobs").fetchone()
     assert tables == {"tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"}
     assert indexes == {
         "tether_checkpoints_thread_order",
         "tether_checkpoints_order",
         "tether_checkpoints_run",
     }
-    assert checksums == (len(expected) + 1, 1)
+    if version < 4:
+        assert checksums == (len(expected) + 1, 1)
+    else:
+        assert checksums == (len(expected) + 1, len(expected) + 1)
+    assert counted == (len(expected) + 1, 1)
+    assert 0 < blob_sums[1] < blob_sums[0]
     with SqliteSaver(old) as saver:  # and opens again as a current store
         assert len(snapshot(saver)) == len(expected) + 1
 

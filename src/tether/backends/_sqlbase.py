@@ -26,8 +26,9 @@ return as bound parameters. What lives here:
   channel of ``channel_versions`` whose value row is missing is a
   :class:`~tether.errors.StorageError` unless the put recorded that it had no
   stored value (``unstored``), and so is a head whose ``id`` is not its row's.
-* **Row checksums.** :func:`row_checksum` is the xxh3 a checkpoint row
-  carries over its own content, so a damaged row is refused rather than read.
+* **Row checksums.** :func:`row_checksum`, :func:`value_checksum` and
+  :func:`write_checksum` are the xxh3 a checkpoint, blob or write row carries
+  over its own content (SQLite), so a damaged row is refused rather than read.
 * **Page grouping.** :func:`group_writes` buckets one query's write rows by
   checkpoint.
 * **Prune planning.** :func:`plan_prune` says how many checkpoints per
@@ -46,6 +47,7 @@ import xxhash
 from tether.backends._common import EMPTY_TAG, check_prune, decode_value, loads_json
 from tether.backends._delta import AppendTracker, join_append
 from tether.backends._payload import (
+    CHECKSUM,
     ENCODING_PLAIN,
     ENCODING_ZLIB,
     ENCODING_ZSTD,
@@ -79,8 +81,10 @@ __all__ = [
     "metadata_from_json",
     "plan_prune",
     "row_checksum",
+    "value_checksum",
     "versions_from_json",
     "versions_to_json",
+    "write_checksum",
 ]
 
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
@@ -174,6 +178,74 @@ def row_checksum(
         data = text.encode("utf-8", "surrogatepass")
     value = xxhash.xxh3_64_intdigest(data + head)
     return value - (_SIGN << 1) if value >= _SIGN else value
+
+
+def _signed(value: int) -> int:
+    return value - (_SIGN << 1) if value >= _SIGN else value
+
+
+def _framed(fields: Sequence[str | int | None]) -> bytes:
+    """Fields as one byte string, framed by their lengths (-1 for NULL)."""
+    texts = ["" if f is None else str(f) for f in fields]
+    lengths = [-1 if f is None else len(t) for f, t in zip(fields, texts, strict=True)]
+    text = ":".join(map(str, lengths)) + "|" + "".join(texts)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: only in a damaged row
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _payload_digest(encoding: int, payload: bytes | None) -> bytes:
+    """What a row checksum takes of its payload: the payload's own checksum when it has one.
+
+    A payload written with a checksum header (encoding bit 4) is verified
+    against it on read, so the row checksum covers those 4 bytes only and a
+    large value is hashed once, not twice.
+    """
+    if payload is None:
+        return b""
+    if encoding & CHECKSUM:
+        return bytes(payload[:4])
+    return bytes(payload)
+
+
+def value_checksum(
+    channel: str, version: str, type_: str, encoding: int, base: str | None, payload: bytes | None
+) -> int:
+    """The checksum of a blob row: its channel, version, type, encoding, base and payload.
+
+    Not over thread and namespace (rows are copied to other threads by SQL).
+    A flipped byte in a key column would otherwise make a row stand for
+    another value (a tail extending another snapshot, say).
+
+    Raises:
+        TypeError: a field is not of the type tether stores (a damaged row).
+    """
+    head = _framed((channel, version, type_, encoding, base))
+    return _signed(xxhash.xxh3_64_intdigest(head + _payload_digest(encoding, payload)))
+
+
+def write_checksum(
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    idx: int,
+    channel: str,
+    type_: str,
+    encoding: int,
+    payload: bytes | None,
+) -> int:
+    """The checksum of a pending-write row: its checkpoint id, keys, channel, type and payload.
+
+    Not over thread and namespace (``copy_thread``). With the write count of
+    its checkpoint row (``nwrites``), a write that changed, moved or vanished
+    is refused rather than replayed differently.
+
+    Raises:
+        TypeError: a field is not of the type tether stores (a damaged row).
+    """
+    head = _framed((checkpoint_id, task_id, task_path, idx, channel, type_, encoding))
+    return _signed(xxhash.xxh3_64_intdigest(head + _payload_digest(encoding, payload)))
 
 
 # --- page grouping ---------------------------------------------------------------------

@@ -171,7 +171,7 @@ _SQLITE_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
 # that each is verified against its checksum before its head is read.
 _SQLITE_HEADS = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
-       c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored,
+       c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored, c.nwrites,
        (SELECT count(*) FROM tether_writes AS w WHERE w.thread_id = c.thread_id
         AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
 FROM tether_checkpoints AS c
@@ -252,7 +252,7 @@ class _SqliteStore(Store):
         limit: int | None = None,
     ) -> list[HeadInfo]:
         from tether.backends._sqlbase import metadata_from_json, versions_from_json
-        from tether.backends.sqlite._rows import check_row
+        from tether.backends.sqlite._rows import check_row, check_write_count
         from tether.checkpoint import Address
         from tether.errors import DecodeError
 
@@ -262,6 +262,8 @@ class _SqliteStore(Store):
         out = []
         for *row, writes in rows:
             check_row(row, self.where)  # a damaged row is refused, not shown
+            check_write_count(row, int(writes), self.where)
+            check_write_count(row, int(writes), self.where)
             tid, row_ns, cid, parent, tag, head, _, meta = row[:8]
             address = Address(tid, row_ns, cid)
             try:  # not shown, but a row whose versions are not JSON is named here

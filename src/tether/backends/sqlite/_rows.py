@@ -14,11 +14,18 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from tether.backends._sqlbase import row_checksum
+from tether.backends._sqlbase import row_checksum, value_checksum, write_checksum
 from tether.backends.sqlite._sql import BAD_JSON_ANYWHERE, BAD_JSON_IN_THREAD
 from tether.errors import DecodeError, StorageError, TetherError
 
-__all__ = ["check_row", "find_bad_json", "row_name"]
+__all__ = [
+    "check_row",
+    "check_value_row",
+    "check_write_count",
+    "check_write_row",
+    "find_bad_json",
+    "row_name",
+]
 
 
 def row_name(row: Sequence[Any]) -> str:
@@ -47,6 +54,67 @@ def check_row(row: Sequence[Any], where: str) -> None:
             f"{row_name(row)} in {where} does not match its checksum: the row is damaged. "
             "Restore the row (or the file) from a backup"
         )
+
+
+def check_value_row(row: Sequence[Any], where: str) -> None:
+    """Verify a blob row of a read (``1, thread, ns, channel, version, type, value,
+    encoding, base, checksum, ...``) against its checksum.
+
+    Raises:
+        StorageError: the row does not match it (it is damaged).
+    """
+    try:
+        ok = value_checksum(row[3], row[4], row[5], row[7], row[8], row[6]) == row[9]
+    except (AttributeError, TypeError):  # a column of another SQL type than tether wrote
+        ok = False
+    if not ok:
+        ns = f" (namespace {row[2]!r})" if row[2] else ""
+        raise StorageError(
+            f"the stored value of channel {row[3]!r} at version {row[4]!r} of thread "
+            f"{row[1]!r}{ns} in {where} does not match its checksum: the row is damaged. "
+            "Restore the row (or the file) from a backup"
+        )
+
+
+def check_write_row(row: Sequence[Any], where: str) -> None:
+    """Verify a write row of a read (``2, thread, ns, checkpoint, task, path, idx,
+    channel, type, encoding, value, checksum``) against its checksum.
+
+    Raises:
+        StorageError: the row does not match it (it is damaged).
+    """
+    try:
+        ok = (
+            write_checksum(row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10])
+            == row[11]
+        )
+    except (AttributeError, TypeError):
+        ok = False
+    if not ok:
+        ns = f" (namespace {row[2]!r})" if row[2] else ""
+        raise StorageError(
+            f"pending write {row[6]!r} of task {row[4]!r} of checkpoint {row[3]!r} of thread "
+            f"{row[1]!r}{ns} in {where} does not match its checksum: the row is damaged. "
+            "Restore the row (or the file) from a backup"
+        )
+
+
+def check_write_count(row: Sequence[Any], found: int, where: str) -> None:
+    """Check that a checkpoint row (``CHECKPOINT_COLUMNS``) has all its pending writes.
+
+    ``nwrites`` is NULL in rows written before schema version 5: not checked.
+
+    Raises:
+        StorageError: more or fewer write rows than the checkpoint recorded.
+    """
+    expected = row[10]
+    if expected is None or expected == found:
+        return
+    raise StorageError(
+        f"{row_name(row)} in {where} has {found} pending write rows where it recorded "
+        f"{expected!r}: write rows were lost, added or moved and the store is damaged. "
+        "Restore the file from a backup"
+    )
 
 
 def find_bad_json(

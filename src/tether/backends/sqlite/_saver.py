@@ -85,7 +85,9 @@ from tether.backends._sqlbase import (
     group_writes,
     metadata_from_json,
     row_checksum,
+    value_checksum,
     versions_to_json,
+    write_checksum,
 )
 from tether.backends.sqlite._conn import (
     MEMORY,
@@ -94,7 +96,13 @@ from tether.backends.sqlite._conn import (
     Synchronous,
     translate_errors,
 )
-from tether.backends.sqlite._rows import check_row, find_bad_json
+from tether.backends.sqlite._rows import (
+    check_row,
+    check_value_row,
+    check_write_count,
+    check_write_row,
+    find_bad_json,
+)
 from tether.backends.sqlite._schema import (
     IMPORT_KEY,
     IMPORT_STARTED,
@@ -110,6 +118,7 @@ from tether.backends.sqlite._sql import (
     COPY_BLOBS,
     COPY_CHECKPOINTS,
     COPY_WRITES,
+    COUNT_WRITES,
     DELETE_FOR_RUNS,
     DELETE_THREAD,
     GET_BY_ID,
@@ -170,18 +179,27 @@ def _split(rows: Iterable[Sequence[Any]], where: str) -> list[_Raw]:
     for r in rows:
         kind = r[0]
         if kind == 0:
-            head = r[1:11]
+            head = r[1:12]
             check_row(head, where)
             heads.append(head)
         elif kind == 1:
+            if r[9] is not None:
+                check_value_row(r, where)
             blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6], r[8])
         else:
+            if r[11] is not None:
+                check_write_row(r, where)
             writes.append(
                 (r[1], r[2], r[3], WriteRecord(r[4], r[5], r[6], r[7], r[8], r[9], r[10]))
             )
     heads.sort(key=lambda h: (h[2], h[0], h[1]), reverse=True)
     grouped = group_writes(writes)
-    return [(h, None, blobs, grouped.get((h[0], h[1], h[2]), ())) for h in heads]
+    out: list[_Raw] = []
+    for h in heads:
+        found = grouped.get((h[0], h[1], h[2]), ())
+        check_write_count(h, len(found), where)
+        out.append((h, None, blobs, found))
+    return out
 
 
 def _filter_clause(key: str, want: Any) -> tuple[str, list[Any]]:
@@ -636,11 +654,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         for channel, (version, value) in values.items():
             if appends is None or value is EMPTY:
                 tag, encoding, payload = codec.encode(serde, value)
-                blob_rows.append((tid, ns, channel, version, tag, encoding, None, payload))
+                blob_rows.append(_blob_row(tid, ns, channel, version, tag, encoding, None, payload))
                 continue
             plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
             for ver, tag, encoding, payload, base in codec.encode_plan(plan):
-                blob_rows.append((tid, ns, channel, ver, tag, encoding, base, payload))
+                blob_rows.append(_blob_row(tid, ns, channel, ver, tag, encoding, base, payload))
             if plan.needs is not None and plan.fallback is not None:
                 needs.append((len(blob_rows) - 1, plan.needs, plan.fallback))
         head_type, head_bytes = serde.dumps_typed(head)
@@ -691,7 +709,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 assert self._appends is not None
                 self._appends.forget((tid, ns, channel))
                 tag, encoding, payload = self.codec.encode_bytes(fallback.tag, fallback.data)
-                blob_rows[i] = (tid, ns, channel, fallback.version, tag, encoding, None, payload)
+                blob_rows[i] = _blob_row(
+                    tid, ns, channel, fallback.version, tag, encoding, None, payload
+                )
         if blob_rows:
             conn.executemany(INSERT_BLOB, blob_rows)
         if carried is not None:
@@ -720,28 +740,28 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         serde, codec = self.serde, self.codec
         replace: _List[tuple[Any, ...]] = []
         ignore: _List[tuple[Any, ...]] = []
+        tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
         for r in rows:
-            encoded = (
-                addr.thread_id,
-                addr.checkpoint_ns,
-                addr.checkpoint_id,
-                r.task_id,
-                r.task_path,
-                r.idx,
-                r.channel,
-                *codec.encode(serde, r.value),
+            tag, encoding, payload = codec.encode(serde, r.value)
+            checksum = write_checksum(
+                cid, r.task_id, r.task_path, r.idx, r.channel, tag, encoding, payload
             )
-            (replace if r.replaces else ignore).append(encoded)
-        self._write(self._put_writes, replace, ignore)
+            encoded = (tid, ns, cid, r.task_id, r.task_path, r.idx, r.channel, tag, encoding)
+            (replace if r.replaces else ignore).append((*encoded, payload, checksum))
+        self._write(self._put_writes, (tid, ns, cid), replace, ignore)
 
     @staticmethod
     def _put_writes(
-        conn: sqlite3.Connection, replace: _List[tuple[Any, ...]], ignore: _List[tuple[Any, ...]]
+        conn: sqlite3.Connection,
+        key: tuple[str, str, str],
+        replace: _List[tuple[Any, ...]],
+        ignore: _List[tuple[Any, ...]],
     ) -> None:
         if replace:
             conn.executemany(INSERT_WRITE_REPLACE, replace)
         if ignore:
             conn.executemany(INSERT_WRITE_IGNORE, ignore)
+        conn.execute(COUNT_WRITES, key)
 
     # --- thread operations ------------------------------------------------------------
 
@@ -846,6 +866,21 @@ def _unstored(text: str, address: Address) -> list[str]:
             "unstored column is not a JSON list; the row is damaged"
         )
     return [str(n) for n in names]
+
+
+def _blob_row(
+    tid: str,
+    ns: str,
+    channel: str,
+    version: str,
+    tag: str,
+    encoding: int,
+    base: str | None,
+    payload: bytes,
+) -> tuple[Any, ...]:
+    """A row of ``INSERT_BLOB``, with its checksum."""
+    checksum = value_checksum(channel, version, tag, encoding, base, payload)
+    return (tid, ns, channel, version, tag, encoding, base, payload, checksum)
 
 
 def _with_unstored(

@@ -44,16 +44,18 @@ that a file can hold a tether store and LangGraph's official one side by side:
     :func:`tether.backends._sqlbase.row_checksum`; NULL in rows written
     before version 4) and ``unstored`` (the channels of ``channel_versions``
     that had no stored value when the checkpoint was put, as a JSON array;
-    NULL when there were none).
+    NULL when there were none), ``nwrites`` (how many pending writes the
+    checkpoint has, kept by every write; NULL in rows written before version 5).
 ``tether_blobs``
     one row per (thread, ns, channel, version): written only for the
     channels in ``new_versions``, so a channel that did not change is stored
     once however many checkpoints refer to it. ``base`` names the snapshot
     row an append tail extends (see :mod:`tether.backends._delta`); it sits
     before ``value`` so that reading it never walks a large value's overflow
-    pages.
+    pages. ``checksum``: see :func:`tether.backends._sqlbase.value_checksum`.
 ``tether_writes``
-    pending writes, keyed by (thread, ns, checkpoint, task, idx).
+    pending writes, keyed by (thread, ns, checkpoint, task, idx); ``checksum``:
+    see :func:`tether.backends._sqlbase.write_checksum`.
 ``tether_meta``
     keys and values of the store itself (an unfinished import of the
     official tables, see :class:`~tether.backends.sqlite.SqliteSaver`).
@@ -198,6 +200,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             value TEXT NOT NULL
         )""",
     ),
+    # 4 -> 5: checksums of blob and write rows, and the number of pending
+    # writes a checkpoint has, so that a write row that changed, moved or
+    # vanished is refused instead of replayed differently (#18). NULL in rows
+    # written before: not verified.
+    (
+        "ALTER TABLE tether_checkpoints ADD COLUMN nwrites INTEGER",
+        "ALTER TABLE tether_blobs ADD COLUMN checksum INTEGER",
+        "ALTER TABLE tether_writes ADD COLUMN checksum INTEGER",
+    ),
 )
 
 #: The version this tether writes and reads.
@@ -220,6 +231,7 @@ CREATE: tuple[str, ...] = (
         metadata TEXT NOT NULL DEFAULT '{}',
         checksum INTEGER,
         unstored TEXT,
+        nwrites INTEGER,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
     )""",
     """CREATE TABLE tether_blobs (
@@ -231,6 +243,7 @@ CREATE: tuple[str, ...] = (
         encoding INTEGER NOT NULL DEFAULT 0,
         base TEXT,
         value BLOB,
+        checksum INTEGER,
         PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
     )""",
     """CREATE TABLE tether_writes (
@@ -244,6 +257,7 @@ CREATE: tuple[str, ...] = (
         type TEXT NOT NULL,
         value BLOB,
         encoding INTEGER NOT NULL DEFAULT 0,
+        checksum INTEGER,
         PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
     )""",
     "CREATE INDEX tether_checkpoints_thread_order"

@@ -5,7 +5,7 @@ Every value is a bound parameter. The only text composed at run time is a
 condition, never a value or a key) and the choice between the two read
 shapes below.
 
-Table names are tether's own (schema version 4): ``tether_checkpoints``,
+Table names are tether's own (since schema version 4): ``tether_checkpoints``,
 ``tether_blobs``, ``tether_writes``, so that LangGraph's official
 ``checkpoints`` and ``writes`` can share the file.
 """
@@ -25,6 +25,7 @@ __all__ = [
     "COPY_BLOBS",
     "COPY_CHECKPOINTS",
     "COPY_WRITES",
+    "COUNT_WRITES",
     "DELETE_FOR_RUNS",
     "DELETE_THREAD",
     "GET_BY_ID",
@@ -43,7 +44,7 @@ __all__ = [
 #: The columns of a checkpoint row as every read returns them (in this order).
 CHECKPOINT_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-    "channel_versions, metadata, checksum, unstored"
+    "channel_versions, metadata, checksum, unstored, nwrites"
 )
 
 # The blob keys a set of checkpoint rows `p` refers to: (thread, ns, channel, version).
@@ -60,23 +61,23 @@ _SNAPSHOTS = """
     WHERE b.base IS NOT NULL
 """
 
-# Rows of one read: 0 checkpoint, 1 blob, 2 write (11 columns each, padded with NULL).
+# Rows of one read: 0 checkpoint, 1 blob, 2 write (12 columns each, padded with NULL).
 _ROWS = f"""
 SELECT 0, {CHECKPOINT_COLUMNS}
 FROM p
 UNION ALL
 SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
-       b.base, NULL, NULL
+       b.base, b.checksum, NULL, NULL
 FROM k CROSS JOIN tether_blobs AS b
 ON b.thread_id = k.t AND b.checkpoint_ns = k.n AND b.channel = k.ch AND b.version = k.v
 UNION ALL
 SELECT 1, b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.value, b.encoding,
-       NULL, NULL, NULL
+       b.base, b.checksum, NULL, NULL
 FROM s CROSS JOIN tether_blobs AS b
 ON b.thread_id = s.t AND b.checkpoint_ns = s.n AND b.channel = s.ch AND b.version = s.v
 UNION ALL
 SELECT 2, w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.task_path, w.idx,
-       w.channel, w.type, w.encoding, w.value
+       w.channel, w.type, w.encoding, w.value, w.checksum
 FROM p CROSS JOIN tether_writes AS w
 ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
    AND w.checkpoint_id = p.checkpoint_id
@@ -125,14 +126,18 @@ HAS_BLOB = (
 
 INSERT_BLOB = (
     "INSERT OR REPLACE INTO tether_blobs "
-    "(thread_id, checkpoint_ns, channel, version, type, encoding, base, value) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    "(thread_id, checkpoint_ns, channel, version, type, encoding, base, value, checksum) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
+# nwrites counts the writes already there: a checkpoint put again keeps its
+# writes, and writes may come before their checkpoint's put.
 INSERT_CHECKPOINT = (
     "INSERT OR REPLACE INTO tether_checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
     "parent_checkpoint_id, run_id, type, checkpoint, channel_versions, metadata, checksum, "
-    "unstored) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "unstored, nwrites) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+    "(SELECT count(*) FROM tether_writes "
+    "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3))"
 )
 
 # Of the versions a put carries over from earlier puts (a JSON object), those
@@ -153,12 +158,20 @@ PARENT_PROMISE = (
 
 _WRITE_COLUMNS = (
     "INTO tether_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-    "task_path, idx, channel, type, encoding, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "task_path, idx, channel, type, encoding, value, checksum) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 #: Special writes replace, ordinary ones are insert-or-ignore (S2.4).
 INSERT_WRITE_REPLACE = "INSERT OR REPLACE " + _WRITE_COLUMNS
 INSERT_WRITE_IGNORE = "INSERT OR IGNORE " + _WRITE_COLUMNS
+
+#: After a batch of writes: the checkpoint's write count (the one writer holds the lock).
+COUNT_WRITES = (
+    "UPDATE tether_checkpoints SET nwrites = (SELECT count(*) FROM tether_writes "
+    "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3) "
+    "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+)
 
 # --- thread operations ---------------------------------------------------------------------
 
@@ -206,26 +219,34 @@ DELETE_FOR_RUNS = (
     "DELETE FROM tether_checkpoints WHERE run_id IN (SELECT value FROM json_each(?))",
 )
 
-# Checksums do not cover thread_id, so copied rows keep valid ones.
+# Checksums do not cover thread_id, so copied rows keep valid ones. A copied
+# checkpoint's write count is the source's plus the target's writes of that
+# checkpoint that the copy keeps (those of other tasks and indexes), so that a
+# write the source lost is still found missing in the copy (run before COPY_WRITES).
 COPY_CHECKPOINTS = (
     "INSERT OR REPLACE INTO tether_checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
     "parent_checkpoint_id, run_id, type, checkpoint, channel_versions, metadata, checksum, "
-    "unstored) SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, run_id, type, "
-    "checkpoint, channel_versions, metadata, checksum, unstored FROM tether_checkpoints "
-    "WHERE thread_id = ?"
+    "unstored, nwrites) SELECT ?1, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, "
+    "c.run_id, c.type, c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored, "
+    "c.nwrites + (SELECT count(*) FROM tether_writes AS t WHERE t.thread_id = ?1 "
+    "AND t.checkpoint_ns = c.checkpoint_ns AND t.checkpoint_id = c.checkpoint_id "
+    "AND NOT EXISTS (SELECT 1 FROM tether_writes AS s WHERE s.thread_id = ?2 "
+    "AND s.checkpoint_ns = t.checkpoint_ns AND s.checkpoint_id = t.checkpoint_id "
+    "AND s.task_id = t.task_id AND s.idx = t.idx)) "
+    "FROM tether_checkpoints AS c WHERE c.thread_id = ?2"
 )
 
 COPY_BLOBS = (
     "INSERT OR REPLACE INTO tether_blobs (thread_id, checkpoint_ns, channel, "
-    "version, type, encoding, base, value) SELECT ?, checkpoint_ns, channel, version, "
-    "type, encoding, base, value FROM tether_blobs WHERE thread_id = ?"
+    "version, type, encoding, base, value, checksum) SELECT ?, checkpoint_ns, channel, "
+    "version, type, encoding, base, value, checksum FROM tether_blobs WHERE thread_id = ?"
 )
 
 COPY_WRITES = (
     "INSERT OR REPLACE INTO tether_writes (thread_id, checkpoint_ns, checkpoint_id, "
-    "task_id, task_path, idx, channel, type, encoding, value) SELECT ?, checkpoint_ns, "
-    "checkpoint_id, task_id, task_path, idx, channel, type, encoding, value "
-    "FROM tether_writes WHERE thread_id = ?"
+    "task_id, task_path, idx, channel, type, encoding, value, checksum) SELECT ?, "
+    "checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, encoding, value, "
+    "checksum FROM tether_writes WHERE thread_id = ?"
 )
 
 PRUNE = (
