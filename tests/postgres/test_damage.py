@@ -146,3 +146,116 @@ def test_rows_from_before_the_record_stay_readable_as_they_were(
         )
     versions = admin.execute(f'SELECT max(v) FROM "{old}".tether_migrations').fetchone()
     assert versions == (_schema.SCHEMA_VERSION,)
+
+
+# --- #18: pending writes are counted (tether_write_counts, schema 14) ---------------------
+
+
+async def _with_writes(mode: str, saver: PostgresSaver) -> Any:
+    configs = await _history(mode, saver)
+    await call(mode, saver, "put_writes", configs[1], [("n", 10), ("doc", {"x": 1})], "task-a")
+    await call(mode, saver, "put_writes", configs[1], [("__interrupt__", {"ask": 1})], "task-b")
+    return configs[1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "DELETE FROM {s}.tether_writes WHERE checkpoint_id = %(cid)s AND task_id = 'task-b'",
+        "UPDATE {s}.tether_writes SET checkpoint_id = checkpoint_id || 'x' "
+        "WHERE checkpoint_id = %(cid)s AND task_id = 'task-b'",
+        "INSERT INTO {s}.tether_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+        "task_path, idx, channel, type, encoding, blob) SELECT thread_id, checkpoint_ns, "
+        "checkpoint_id, task_id || 'x', task_path, idx, channel, type, encoding, blob "
+        "FROM {s}.tether_writes WHERE checkpoint_id = %(cid)s AND task_id = 'task-b'",
+        "DELETE FROM {s}.tether_write_counts WHERE checkpoint_id = %(cid)s",
+    ],
+    ids=["deleted", "moved-away", "copied-in", "count-lost"],
+)
+async def test_a_lost_moved_or_added_write_row_is_refused(
+    mode: str, damage: str, saver: PostgresSaver, admin: psycopg.Connection[Any], schema: str
+) -> None:
+    cfg = await _with_writes(mode, saver)
+    cid = cfg["configurable"]["checkpoint_id"]
+    before = await call(mode, saver, "get_tuple", cfg)
+    assert len(before.pending_writes) == 3
+    cur = admin.execute(damage.format(s=f'"{schema}"'), {"cid": cid})
+    assert cur.rowcount == 1
+    reads = [
+        lambda: call(mode, saver, "get_tuple", cfg),
+        lambda: call(mode, saver, "get_writes", cfg),
+        lambda: listing(mode, saver, make_config("t")),
+    ]
+    for read in reads:
+        with pytest.raises(StorageError, match="pending write rows where it recorded") as info:
+            await read()
+        assert cid in str(info.value)
+        assert schema in str(info.value) or "Postgres" in str(info.value)
+
+
+def test_concurrent_batches_with_the_same_keys_count_each_row_once(pg_dsn: str) -> None:
+    """Two workers retrying one task's writes at once: one row each key, counted once."""
+    import threading
+
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=fresh_schema(), pool_size=8, serde=PlainSerializer()
+    ) as saver:
+        saver.setup()
+        cfg = saver.put(make_config("t"), checkpoint({"n": 0}, {"n": "1"}), {}, {"n": "1"})
+        rounds, workers = 30, 6
+        errors: list[BaseException] = []
+        for r in range(rounds):
+            barrier = threading.Barrier(workers)
+
+            def work(w: int, r: int = r, barrier: threading.Barrier = barrier) -> None:
+                try:
+                    barrier.wait()
+                    # the same task's batch from every worker; a special write too
+                    writes = [("n", r), ("doc", r), ("__error__", f"w{w}")]
+                    saver.put_writes(cfg, writes, f"task-{r}")
+                    saver.put_writes(cfg, [("n", w)], f"own-{r}-{w}")
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert not errors, errors[:3]
+        got = saver.get_tuple(cfg)
+        assert got is not None
+        assert len(got.pending_writes) == rounds * (3 + workers)
+        assert len(saver.get_writes(cfg)) == rounds * (3 + workers)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_write_counts_follow_every_operation(mode: str, saver: PostgresSaver) -> None:
+    """Re-puts, writes before their checkpoint, copies over a target, prunes: no false alarm."""
+    cfg = await _with_writes(mode, saver)
+    latest = await call(mode, saver, "get_tuple", cfg)
+    # a checkpoint put again keeps its writes
+    await call(mode, saver, "put", latest.parent_config, latest.checkpoint, latest.metadata, {})
+    assert await call(mode, saver, "get_tuple", cfg) == latest
+    # writes before their checkpoint's put (LangGraph's "async" durability)
+    early = checkpoint({"n": 5}, {"n": "9"})
+    at = make_config("t", "", early["id"])
+    await call(mode, saver, "put_writes", at, [("a", 1)], "first")
+    await call(mode, saver, "put", make_config("t"), early, {}, {"n": "9"})
+    got = await call(mode, saver, "get_tuple", at)
+    assert got.pending_writes == [("first", "a", 1)]
+    # a copy over a target that has its own writes at the same checkpoint
+    await call(mode, saver, "put", make_config("dst"), early, {}, {"n": "9"})
+    dst = make_config("dst", "", early["id"])
+    await call(mode, saver, "put_writes", dst, [("b", 2)], "theirs")
+    await call(mode, saver, "put_writes", dst, [("a", 9)], "first")
+    await call(mode, saver, "copy_thread", "t", "dst")
+    got = await call(mode, saver, "get_tuple", dst)
+    assert sorted(got.pending_writes) == [("first", "a", 1), ("theirs", "b", 2)]
+    for tid in ("t", "dst"):
+        assert await listing(mode, saver, make_config(tid))
+    await call(mode, saver, "prune", ["t"], strategy="keep_latest")
+    assert len(await listing(mode, saver, make_config("t"))) == 1
+    await call(mode, saver, "delete_thread", "dst")
+    assert await listing(mode, saver, make_config("dst")) == []

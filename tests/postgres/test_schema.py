@@ -26,6 +26,7 @@ TABLES = (
     "tether_writes",
     "tether_migrations",
     "tether_leases",
+    "tether_write_counts",
 )
 INDEXES = {
     "tether_checkpoints_pkey",
@@ -38,6 +39,7 @@ INDEXES = {
     "tether_blobs_base_idx",
     "tether_migrations_pkey",
     "tether_leases_pkey",
+    "tether_write_counts_pkey",
 }
 
 

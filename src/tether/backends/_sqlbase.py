@@ -76,6 +76,7 @@ __all__ = [
     "StoredValue",
     "WriteRecord",
     "build_tuple",
+    "check_write_count",
     "decode_writes",
     "group_writes",
     "metadata_from_json",
@@ -246,6 +247,25 @@ def write_checksum(
     """
     head = _framed((checkpoint_id, task_id, task_path, idx, channel, type_, encoding))
     return _signed(xxhash.xxh3_64_intdigest(head + _payload_digest(encoding, payload)))
+
+
+def check_write_count(address: Address, recorded: int | None, found: int, where: str) -> None:
+    """Refuse a checkpoint whose pending-write rows are not as many as it recorded.
+
+    ``recorded`` is the checkpoint row's ``nwrites`` (``None``: a row from
+    before the count, not checked); ``where`` names the store.
+
+    Raises:
+        StorageError: write rows were lost, added or moved.
+    """
+    if recorded is None or recorded == found:
+        return
+    ns = f" (namespace {address.checkpoint_ns!r})" if address.checkpoint_ns else ""
+    raise StorageError(
+        f"checkpoint {address.checkpoint_id!r} of thread {address.thread_id!r}{ns} in {where} "
+        f"has {found} pending write rows where it recorded {recorded!r}: write rows were "
+        "lost, added or moved and the store is damaged. Restore it from a backup"
+    )
 
 
 # --- page grouping ---------------------------------------------------------------------

@@ -363,7 +363,7 @@ def _open_sqlite(
 # --- Postgres -------------------------------------------------------------------------
 
 # tether's tables in a Postgres schema (LangGraph's official ones may sit beside them).
-_PG_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
+_PG_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_write_counts")
 
 _PG_THREADS = """
 SELECT t.thread_id, t.n, t.nss, l.checkpoint_id, l.step, l.ts
@@ -418,6 +418,9 @@ class _PostgresStore(Store):
         query = f"""
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
        c.checkpoint - 'channel_values', c.metadata,
+       coalesce((SELECT wc.n FROM {self.schema}.tether_write_counts wc
+                 WHERE wc.thread_id = c.thread_id AND wc.checkpoint_ns = c.checkpoint_ns
+                 AND wc.checkpoint_id = c.checkpoint_id), 0),
        (SELECT count(*) FROM {self.schema}.tether_writes w WHERE w.thread_id = c.thread_id
         AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
 FROM {self.schema}.tether_checkpoints c
@@ -431,10 +434,14 @@ LIMIT %(limit)s
             query,
             {"t": thread_id, "ns": ns, "cid": checkpoint_id, "limit": limit},
         )
-        return [
-            HeadInfo(str(tid), str(row_ns), dict(head), dict(meta), parent, int(writes))
-            for tid, row_ns, _cid, parent, head, meta, writes in rows
-        ]
+        from tether.backends._sqlbase import check_write_count
+        from tether.checkpoint import Address
+
+        out = []
+        for tid, row_ns, cid, parent, head, meta, recorded, writes in rows:
+            check_write_count(Address(tid, row_ns, cid), recorded, int(writes), str(self.url))
+            out.append(HeadInfo(str(tid), str(row_ns), dict(head), dict(meta), parent, int(writes)))
+        return out
 
     def stats(self) -> tuple[list[TableStats], int | None]:
         tables = []

@@ -25,7 +25,13 @@ from tether.backends._common import (
     split_channel_values,
 )
 from tether.backends._delta import AppendTracker, Row, join_append, supports
-from tether.backends._sqlbase import ENCODING_PLAIN, BlobCodec, DecodeMemo
+from tether.backends._sqlbase import (
+    ENCODING_PLAIN,
+    BlobCodec,
+    DecodeMemo,
+    WriteRecord,
+    check_write_count,
+)
 from tether.backends.postgres._arrays import BYTEA, INT2, INT4, TEXT
 from tether.checkpoint import (
     Address,
@@ -48,6 +54,7 @@ __all__ = [
     "jsonb",
     "pack_put",
     "store_whole",
+    "write_records",
 ]
 
 #: A tail in the put's blob arrays: its index, its (thread, ns, channel), the whole value.
@@ -322,6 +329,7 @@ def decode_row(
         head,
         metadata,
         absent,
+        nwrites,
         b_channels,
         b_types,
         b_encodings,
@@ -385,6 +393,7 @@ def decode_row(
                 snapshot, tail, where=f"of channel {channel!r} in thread {thread_id!r}"
             )
     head["channel_values"] = values
+    check_write_count(at, nwrites, len(w_tasks) if w_tasks else 0, "the Postgres store")
     pending: list[PendingWrite] = []
     if w_tasks:
         for task, channel, tag, enc, raw in zip(
@@ -399,6 +408,18 @@ def decode_row(
         parent_config=at.with_id(parent_id).to_config() if parent_id else None,
         pending_writes=pending,
     )
+
+
+def write_records(rows: Sequence[Sequence[Any]], address: Address) -> list[WriteRecord]:
+    """The write rows of the ``get_writes`` statement, checked against the checkpoint's count.
+
+    Its first row, when the checkpoint row exists, holds only the count.
+    """
+    recorded: int | None = None
+    if rows and rows[0][0] is None:
+        recorded, rows = rows[0][7], rows[1:]
+    check_write_count(address, recorded, len(rows), "the Postgres store")
+    return [WriteRecord(*r[:7]) for r in rows]
 
 
 _MISSING: Any = object()

@@ -40,6 +40,10 @@ reserved):
   no stored value when it was put (NULL: none; ``{NULL}``: unknown, a row
   older than version 12), so that a read refuses a channel whose blob row is
   missing instead of leaving it out;
+* ``tether_write_counts(thread_id, checkpoint_ns, checkpoint_id, n)`` -- how
+  many pending-write rows a checkpoint has (no row: none), kept by every
+  ``put_writes``, so that a read refuses a checkpoint whose write rows were
+  lost or added (version 14);
 * ``tether_blobs(thread_id, checkpoint_ns, channel, version, encoding, type,
   blob, base)`` -- one row per written channel version, and the snapshots of
   append-encoded lists (:mod:`tether.backends._delta`): a row whose ``base``
@@ -90,6 +94,7 @@ __all__ = [
     "RENAMED",
     "SCHEMA_VERSION",
     "WRITES",
+    "WRITE_COUNTS_TABLE",
     "Migration",
     "shared_store_message",
 ]
@@ -101,6 +106,7 @@ BLOBS = "tether_blobs"
 WRITES = "tether_writes"
 MIGRATIONS_TABLE = "tether_migrations"
 LEASES = "tether_leases"
+WRITE_COUNTS_TABLE = "tether_write_counts"
 
 #: LangGraph's official PostgresSaver tables (langgraph-checkpoint-postgres).
 OFFICIAL_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
@@ -124,6 +130,15 @@ _WRITE_TEXT = (
     *("thread_id", "checkpoint_ns", "checkpoint_id"),
     *("task_id", "task_path", "channel", "type"),
 )
+
+
+WRITE_COUNTS = """CREATE TABLE {schema}.tether_write_counts (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_ns TEXT COLLATE "C" NOT NULL DEFAULT '',
+    checkpoint_id TEXT COLLATE "C" NOT NULL,
+    n INTEGER NOT NULL,
+    CONSTRAINT tether_write_counts_pkey PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)"""
 
 
 def _collate_c(columns: tuple[str, ...]) -> str:
@@ -316,6 +331,21 @@ MIGRATIONS: tuple[Migration, ...] = (
 )""",
         ),
     ),
+    # How many pending-write rows each checkpoint has (issue #18): a write row
+    # that was deleted is refused on read instead of a resume replaying the
+    # others only. A table of its own, not a column of the checkpoint row: a
+    # put_writes may run before its checkpoint's put has committed (LangGraph's
+    # "async" durability), and the upsert of this row is where two such
+    # statements meet. Counted from the rows already stored.
+    Migration(
+        "write counts",
+        (
+            WRITE_COUNTS,
+            "INSERT INTO {schema}.tether_write_counts "
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, count(*) "
+            "FROM {schema}.tether_writes GROUP BY thread_id, checkpoint_ns, checkpoint_id",
+        ),
+    ),
 )
 
 #: The first version whose tables have tether's own names.
@@ -390,6 +420,7 @@ BASELINE: tuple[str, ...] = (
     taken_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     CONSTRAINT tether_leases_pkey PRIMARY KEY (thread_id)
 )""",
+    WRITE_COUNTS,
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"

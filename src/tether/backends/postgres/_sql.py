@@ -42,7 +42,7 @@ def check_schema_name(schema: str) -> str:
 # S2.4 order.
 _READ_COLUMNS = """
     c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-    c.checkpoint, c.metadata, c.absent,
+    c.checkpoint, c.metadata, c.absent, c.nwrites,
     b.channels, b.types, b.encodings, b.blobs, b.bases, b.s_encodings, b.s_blobs,
     w.task_ids, w.channels, w.types, w.encodings, w.blobs
 """
@@ -54,7 +54,10 @@ _READ_COLUMNS = """
 # The ORDER BY (a page's) is repeated there so that the outer query knows the
 # rows arrive in order and does not sort them again.
 _ROWS = """SELECT r.*, r.checkpoint -> 'channel_values' AS inline_values,
-       r.checkpoint -> 'channel_versions' AS versions
+       r.checkpoint -> 'channel_versions' AS versions,
+       coalesce((SELECT wc.n FROM {counts} wc WHERE wc.thread_id = r.thread_id
+                 AND wc.checkpoint_ns = r.checkpoint_ns AND wc.checkpoint_id = r.checkpoint_id),
+                0) AS nwrites
 FROM ({inner}) r {order_by} OFFSET 0"""
 
 
@@ -133,6 +136,7 @@ class Statements:
         self.writes = f"{q}.{_schema.WRITES}"
         self.migrations = f"{q}.{_schema.MIGRATIONS_TABLE}"
         self.leases = f"{q}.{_schema.LEASES}"
+        self.counts = f"{q}.{_schema.WRITE_COUNTS_TABLE}"
         self._joins = _read_joins(self.blobs, self.writes)
 
         self.get_by_id = self._read(
@@ -142,11 +146,18 @@ class Statements:
             "c.thread_id = %s AND c.checkpoint_ns = %s", ("checkpoint_id DESC",), "1"
         )
         # get_writes: one checkpoint's writes with their keys, in get_tuple's order.
+        # The first row holds the checkpoint's write count (none: no checkpoint row).
         self.get_writes = f"""
-SELECT cw.task_id, cw.task_path, cw.idx, cw.channel, cw.type, cw.encoding, cw.blob
-FROM {self.writes} cw
-WHERE cw.thread_id = %s AND cw.checkpoint_ns = %s AND cw.checkpoint_id = %s
-ORDER BY cw.task_path, cw.task_id, cw.idx
+(SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, coalesce((
+     SELECT wc.n FROM {self.counts} wc WHERE wc.thread_id = c.thread_id
+     AND wc.checkpoint_ns = c.checkpoint_ns AND wc.checkpoint_id = c.checkpoint_id), 0)
+ FROM {self.checkpoints} c
+ WHERE c.thread_id = %(t)s AND c.checkpoint_ns = %(ns)s AND c.checkpoint_id = %(cid)s)
+UNION ALL
+(SELECT cw.task_id, cw.task_path, cw.idx, cw.channel, cw.type, cw.encoding, cw.blob, NULL
+ FROM {self.writes} cw
+ WHERE cw.thread_id = %(t)s AND cw.checkpoint_ns = %(ns)s AND cw.checkpoint_id = %(cid)s
+ ORDER BY cw.task_path, cw.task_id, cw.idx)
 """
 
         # A put is composed of named fragments: the blob rows it writes (left out
@@ -273,15 +284,40 @@ FROM head{gate}
             return f"""{write_rows("s_", gate)}
     ON CONFLICT {pk} DO UPDATE
         SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob,
-            encoding = EXCLUDED.encoding, task_path = EXCLUDED.task_path"""
+            encoding = EXCLUDED.encoding, task_path = EXCLUDED.task_path
+    RETURNING (xmax = 0) AS fresh"""
 
         def ordinary_rows(gate: str = "") -> str:
-            return f"{write_rows('o_', gate)}\nON CONFLICT {pk} DO NOTHING"
+            return f"{write_rows('o_', gate)}\nON CONFLICT {pk} DO NOTHING\n    RETURNING 1"
 
-        self.put_writes = f"\nWITH special AS (\n    {special_rows()}\n)\n{ordinary_rows()}\n"
+        # The checkpoint's write count (tether_write_counts) goes up by the rows
+        # the batch inserted, as its inserts return them: an ordinary row that
+        # met an existing key (or one a concurrent batch was inserting: the
+        # insert waits for it) returns nothing, a special row that replaced one
+        # returns xmax <> 0. So concurrent batches with the same keys count each
+        # row once. Two batches meet on the count row's key: the second upsert
+        # waits for the first to commit and adds to its count, whether or not
+        # the checkpoint row is there yet (LangGraph's "async" durability puts
+        # writes beside their put). A gated (fenced) batch that wrote nothing
+        # adds nothing.
+        def count_rows(special: bool) -> str:
+            fresh = "(SELECT count(*) FROM ordinary)"
+            if special:
+                fresh += " + (SELECT count(*) FROM special WHERE fresh)"
+            return f"""INSERT INTO {self.counts} AS wc (thread_id, checkpoint_ns, checkpoint_id, n)
+    SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, k.n FROM (SELECT {fresh} AS n) k
+    WHERE k.n > 0
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET n = wc.n + EXCLUDED.n"""
+
+        self.put_writes = (
+            f"\nWITH special AS (\n    {special_rows()}\n), "
+            f"ordinary AS (\n{ordinary_rows()}\n)\n{count_rows(True)}\n"
+        )
         # A batch of ordinary writes only (what a task's writes almost always
         # are): the special half would plan and run an empty upsert.
-        self.put_writes_ordinary = f"\n{ordinary_rows()}\n"
+        self.put_writes_ordinary = (
+            f"\nWITH ordinary AS (\n{ordinary_rows()}\n)\n{count_rows(False)}\n"
+        )
 
         # The fenced variants, for writes to a thread this saver holds a lease
         # on (S5.4, #18.7). `fence` reads the thread's lease row FOR SHARE and
@@ -318,14 +354,17 @@ FROM head{gate}
         )
         self.put_writes_fenced = (
             f"WITH {fence}, special AS (\n    {special_rows(gate)}\n), "
-            f"ordinary AS (\n{ordinary_rows(gate)}\n)\n{fenced_result}\n"
+            f"ordinary AS (\n{ordinary_rows(gate)}\n), counted AS (\n{count_rows(True)}\n)\n"
+            f"{fenced_result}\n"
         )
         self.put_writes_ordinary_fenced = (
-            f"WITH {fence}, ordinary AS (\n{ordinary_rows(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, ordinary AS (\n{ordinary_rows(gate)}\n), "
+            f"counted AS (\n{count_rows(False)}\n)\n{fenced_result}\n"
         )
 
         self.delete_thread = f"""
 WITH w AS (DELETE FROM {self.writes} WHERE thread_id = %(t)s),
+     n AS (DELETE FROM {self.counts} WHERE thread_id = %(t)s),
      b AS (DELETE FROM {self.blobs} WHERE thread_id = %(t)s)
 DELETE FROM {self.checkpoints} WHERE thread_id = %(t)s
 """
@@ -348,6 +387,21 @@ WITH b AS (
     ON CONFLICT {pk} DO UPDATE
         SET task_path = EXCLUDED.task_path, channel = EXCLUDED.channel,
             type = EXCLUDED.type, encoding = EXCLUDED.encoding, blob = EXCLUDED.blob
+), n AS (
+    -- the source's counts plus the target's rows the copy keeps (other keys), so
+    -- that a write the source lost is still found missing in the copy
+    INSERT INTO {self.counts} (thread_id, checkpoint_ns, checkpoint_id, n)
+    SELECT %(dst)s, wc.checkpoint_ns, wc.checkpoint_id, wc.n + (
+        SELECT count(*) FROM {self.writes} t
+        WHERE t.thread_id = %(dst)s AND t.checkpoint_ns = wc.checkpoint_ns
+          AND t.checkpoint_id = wc.checkpoint_id
+          AND NOT EXISTS (
+              SELECT 1 FROM {self.writes} s
+              WHERE s.thread_id = %(src)s AND s.checkpoint_ns = t.checkpoint_ns
+                AND s.checkpoint_id = t.checkpoint_id AND s.task_id = t.task_id
+                AND s.idx = t.idx))
+    FROM {self.counts} wc WHERE wc.thread_id = %(src)s
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET n = EXCLUDED.n
 )
 INSERT INTO {self.checkpoints} {columns}
 SELECT %(dst)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata,
@@ -378,11 +432,21 @@ USING (
 WHERE c.thread_id = r.thread_id AND c.checkpoint_ns = r.checkpoint_ns
   AND c.checkpoint_id = r.checkpoint_id AND r.rn > %(keep)s
 """
-        # Writes whose checkpoint is gone, then blobs no checkpoint refers to,
-        # both limited to the threads just touched (every namespace of them).
-        # The thread list is repeated inside NOT EXISTS: the planner does not
-        # carry `= ANY` across the join, and would scan all checkpoints.
+        # Writes (and their counts) whose checkpoint is gone, then blobs no
+        # checkpoint refers to, both limited to the threads just touched (every
+        # namespace of them). The thread list is repeated inside NOT EXISTS: the
+        # planner does not carry `= ANY` across the join, and would scan all
+        # checkpoints.
         self.sweep_writes = f"""
+WITH n AS (
+    DELETE FROM {self.counts} w
+    WHERE w.thread_id = ANY(%(threads)s::text[])
+      AND NOT EXISTS (
+        SELECT 1 FROM {self.checkpoints} c
+        WHERE c.thread_id = ANY(%(threads)s::text[])
+          AND c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
+          AND c.checkpoint_id = w.checkpoint_id)
+)
 DELETE FROM {self.writes} w
 WHERE w.thread_id = ANY(%(threads)s::text[])
   AND NOT EXISTS (
@@ -429,6 +493,7 @@ WHERE bl.thread_id = ANY(%(threads)s::text[])
 """
         self.prune_all = f"""
 WITH w AS (DELETE FROM {self.writes} WHERE thread_id = ANY(%(threads)s::text[])),
+     n AS (DELETE FROM {self.counts} WHERE thread_id = ANY(%(threads)s::text[])),
      b AS (DELETE FROM {self.blobs} WHERE thread_id = ANY(%(threads)s::text[]))
 DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
 """
@@ -486,7 +551,7 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
     def _read_from(self, inner: str, order: tuple[str, ...]) -> str:
         """The rows of the query ``inner``, values joined on, in ``order`` (column DESC, ...)."""
         order_by = f"ORDER BY {_order('r', order)}" if order else ""
-        rows = _ROWS.format(inner=inner, order_by=order_by)
+        rows = _ROWS.format(inner=inner, order_by=order_by, counts=self.counts)
         text = f"SELECT {_READ_COLUMNS} FROM ({rows}) c {self._joins}"
         return f"{text} ORDER BY {_order('c', order)}" if order else text
 

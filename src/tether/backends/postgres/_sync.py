@@ -47,7 +47,7 @@ from tether.backends._common import (
     metadata_matches,
 )
 from tether.backends._delta import AppendTracker
-from tether.backends._sqlbase import BlobCodec, DecodeMemo, WriteRecord, decode_writes
+from tether.backends._sqlbase import BlobCodec, DecodeMemo, decode_writes
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
@@ -57,6 +57,7 @@ from tether.backends.postgres._codec import (
     jsonb,
     pack_put,
     store_whole,
+    write_records,
 )
 from tether.backends.postgres._errors import is_retryable, translate
 from tether.backends.postgres._leases import (
@@ -313,9 +314,9 @@ class _PostgresCore:
         rows = self._fetchall(
             f"get_writes of thread {addr.thread_id!r}",
             self._sql.get_writes,
-            (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id),
+            {"t": addr.thread_id, "ns": addr.checkpoint_ns, "cid": addr.checkpoint_id},
         )
-        return decode_writes(serde, self._codec, addr, (WriteRecord(*r) for r in rows))
+        return decode_writes(serde, self._codec, addr, write_records(rows, addr))
 
     def list(
         self,

@@ -14,8 +14,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from tether.backends._sqlbase import check_write_count as _check_count
 from tether.backends._sqlbase import row_checksum, value_checksum, write_checksum
 from tether.backends.sqlite._sql import BAD_JSON_ANYWHERE, BAD_JSON_IN_THREAD
+from tether.checkpoint import Address
 from tether.errors import DecodeError, StorageError, TetherError
 
 __all__ = [
@@ -107,14 +109,8 @@ def check_write_count(row: Sequence[Any], found: int, where: str) -> None:
     Raises:
         StorageError: more or fewer write rows than the checkpoint recorded.
     """
-    expected = row[10]
-    if expected is None or expected == found:
-        return
-    raise StorageError(
-        f"{row_name(row)} in {where} has {found} pending write rows where it recorded "
-        f"{expected!r}: write rows were lost, added or moved and the store is damaged. "
-        "Restore the file from a backup"
-    )
+    if row[10] is not None and row[10] != found:
+        _check_count(Address(row[0], row[1], row[2]), row[10], found, where)
 
 
 def find_bad_json(
