@@ -44,6 +44,24 @@ def _official_rows(path: Path) -> tuple[list[Any], list[Any]]:
         )
 
 
+def _official_schema(path: Path) -> list[Any]:
+    """Every object that is not tether's, with its SQL and its tables' columns."""
+    with sqlite3.connect(path) as conn:
+        objects = sorted(
+            conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master "
+                "WHERE name NOT LIKE 'tether%' AND tbl_name NOT LIKE 'tether%'"
+            )
+        )
+        columns = [
+            (name, list(conn.execute("SELECT * FROM pragma_table_info(?)", (name,))))
+            for kind, name, _, _ in objects
+            if kind == "table"
+        ]
+    assert any(o[1] == "checkpoints" for o in objects)
+    return [objects, columns]
+
+
 def _tether_count(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute("SELECT count(*) FROM tether_checkpoints").fetchone()[0])
@@ -89,13 +107,14 @@ def test_import_official_brings_the_threads_over(
     official_sqlite: tuple[Path, dict[str, Any]],
 ) -> None:
     path, before = official_sqlite
-    official = _official_rows(path)
+    official, schema = _official_rows(path), _official_schema(path)
     with tlg.SqliteSaver.from_conn_string(str(path), import_official=True) as saver:
         assert histories(saver) == before
         # an interrupted thread resumes under tether as it would have under LangGraph
         out = build(saver).invoke(Command(resume="ok"), config("chat-2"))
     assert [m.content for m in out["messages"]][-1] == "approved=ok"
     assert _official_rows(path) == official
+    assert _official_schema(path) == schema  # no table, column or index of theirs altered
     assert _official_history(path) == before  # the official saver still reads its own
     imported = _tether_count(path)
     # tether now has checkpoints: every mode opens, and none imports again
@@ -144,6 +163,7 @@ def test_import_official_false_keeps_both_histories_apart(
     official_sqlite: tuple[Path, dict[str, Any]],
 ) -> None:
     path, before = official_sqlite
+    schema = _official_schema(path)
     with tlg.SqliteSaver.from_conn_string(str(path), import_official=False) as saver:
         assert list(saver.list(None)) == []
         graph = build(saver)
@@ -151,6 +171,7 @@ def test_import_official_false_keeps_both_histories_apart(
         assert graph.get_state(config("chat-1")).values == {}
         mine = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
     assert mine == {"mine"}
+    assert _official_schema(path) == schema
     assert _official_history(path) == before
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'mine'").fetchone()

@@ -251,6 +251,17 @@ async def test_async_sqlite_setup_is_awaited_and_idempotent(tmp_path: Path) -> N
         assert (await counter_graph(saver).ainvoke({}, cfg("t")))["n"] == 1
 
 
+async def test_sqlite_from_conn_string_takes_the_url_the_cli_prints(tmp_path: Path) -> None:
+    """`tether threads` prints `sqlite:///path`; the drop-in opens the same file from it."""
+    path = tmp_path / "u.db"
+    with SqliteSaver.from_conn_string(f"sqlite:///{path}") as saver:
+        assert counter_graph(saver).invoke({}, cfg("t"))["n"] == 1
+    async with AsyncSqliteSaver.from_conn_string(f"sqlite:///{path}") as saver:
+        assert (await counter_graph(saver).ainvoke({}, cfg("t")))["n"] == 2
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        assert counter_graph(saver).get_state(cfg("t")).values["n"] == 2
+
+
 # --- Postgres constructors ----------------------------------------------------------------
 
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 import ast
 import dataclasses
 import enum
+import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import serde_models as m
 
-from tether import InMemorySaver, SqliteSaver, empty_checkpoint
+from tether import InMemorySaver, PostgresSaver, SqliteSaver, empty_checkpoint
 from tether.errors import EncodeError
 from tether.serde import MsgpackSerializer
 from tether.serde._allowlist import parse_allowlist
@@ -210,9 +213,20 @@ def _put(saver: Any, value: Any) -> dict[str, Any]:
     )
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize(
+    "backend", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_savers_refuse_before_storing(backend: str, tmp_path: Path) -> None:
-    saver: Any = InMemorySaver() if backend == "memory" else SqliteSaver(str(tmp_path / "w.db"))
+    saver: Any
+    if backend == "memory":
+        saver = InMemorySaver()
+    elif backend == "sqlite":
+        saver = SqliteSaver(str(tmp_path / "w.db"))
+    else:
+        dsn = os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+        schema = f"wcheck_{uuid.uuid4().hex[:12]}"
+        saver = PostgresSaver.from_conn_string(dsn, schema=schema)
+        saver.setup()
     try:
         with pytest.raises(EncodeError, match="serde_models:Item"):
             _put(saver, state())
@@ -224,5 +238,9 @@ def test_savers_refuse_before_storing(backend: str, tmp_path: Path) -> None:
         assert got is not None
         assert got.pending_writes == []
     finally:
-        if backend == "sqlite":
+        if backend == "postgres":
+            saver.close()
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        elif backend == "sqlite":
             saver.close()

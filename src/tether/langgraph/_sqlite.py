@@ -97,7 +97,9 @@ class SqliteSaver(TetherLangGraphSaver):
         """A saver on the file ``conn_string`` (or ``":memory:"``), closed when the block ends.
 
         Args:
-            conn_string: the database file, created with its schema if missing.
+            conn_string: the database file (a path or ``sqlite:///path``, the
+                form ``tether`` commands print), created with its schema if
+                missing.
             serde: as for the constructor.
             allowlist: as for the constructor.
             import_official: as for the constructor.
