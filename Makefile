@@ -22,6 +22,7 @@ test: $(STAMP) lint typecheck check-sync pytest
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench tools
 	$(VENV)/bin/ruff format --check src tests bench tools
+	$(VENV)/bin/vulture src tools/vulture_whitelist.py --min-confidence 60
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

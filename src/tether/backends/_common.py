@@ -35,7 +35,6 @@ __all__ = [
     "EMPTY",
     "EMPTY_TAG",
     "EXCLUDED_METADATA_KEYS",
-    "INLINE_TYPES",
     "MAX_METADATA_DEPTH",
     "PLAIN_ONLY",
     "WriteRow",
@@ -58,7 +57,6 @@ __all__ = [
     "metadata_matches",
     "prepare_writes",
     "split_channel_values",
-    "write_sort_key",
 ]
 
 #: Config keys that address or describe a run step, never copied into metadata.
@@ -75,9 +73,6 @@ EXCLUDED_METADATA_KEYS = frozenset(
         "langgraph_checkpoint_ns",
     }
 )
-
-#: Channel values of these exact types may be stored inline (in the checkpoint row).
-INLINE_TYPES: tuple[type, ...] = (str, int, float, bool, type(None))
 
 
 def _meta_text(value: str, where: str) -> str:
@@ -564,11 +559,6 @@ def index_writes(
         idx = write_index(channel, position)
         rows[idx] = (idx, channel, value)
     return list(rows.values())
-
-
-def write_sort_key(task_path: str, task_id: str, idx: int) -> tuple[str, str, int]:
-    """Pending writes are read back in this order (S2.4)."""
-    return (task_path, task_id, idx)
 
 
 def check_thread_ids(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:

@@ -31,8 +31,6 @@ return as bound parameters. What lives here:
   over its own content (SQLite), so a damaged row is refused rather than read.
 * **Page grouping.** :func:`group_writes` buckets one query's write rows by
   checkpoint.
-* **Prune planning.** :func:`plan_prune` says how many checkpoints per
-  namespace survive.
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ from typing import Any, TypeAlias
 
 import xxhash
 
-from tether.backends._common import EMPTY_TAG, check_prune, decode_value, loads_json
+from tether.backends._common import EMPTY_TAG, decode_value, loads_json
 from tether.backends._delta import AppendTracker, join_append
 from tether.backends._payload import (
     CHECKSUM,
@@ -72,7 +70,6 @@ __all__ = [
     "BlobCodec",
     "BlobKey",
     "EncodedValue",
-    "PrunePlan",
     "StoredValue",
     "WriteRecord",
     "build_tuple",
@@ -80,7 +77,6 @@ __all__ = [
     "decode_writes",
     "group_writes",
     "metadata_from_json",
-    "plan_prune",
     "row_checksum",
     "value_checksum",
     "versions_from_json",
@@ -456,28 +452,3 @@ def build_tuple(
         parent_config=parent,
         pending_writes=pending,
     )
-
-
-# --- prune -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PrunePlan:
-    """What a prune does to each namespace of each named thread.
-
-    ``keep == 0`` deletes the threads outright (checkpoints, writes, blobs);
-    otherwise the newest ``keep`` checkpoints of every namespace survive with
-    their writes, every other checkpoint and write goes, and blobs no
-    surviving checkpoint refers to are collected.
-    """
-
-    keep: int
-
-    @property
-    def delete_all(self) -> bool:
-        return self.keep == 0
-
-
-def plan_prune(strategy: str, keep: int) -> PrunePlan:
-    """Validate a prune request (see :func:`~tether.backends._common.check_prune`)."""
-    return PrunePlan(check_prune(strategy, keep))

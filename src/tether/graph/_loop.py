@@ -160,9 +160,6 @@ class Run:
             # are not replayed and subgraphs run again instead of continuing.
             self.replaying = True
 
-    def is_new_input(self, input: Any) -> bool:
-        return input is not None and not isinstance(input, Command)
-
     def prepare_input(self, input: Any) -> list[tuple[str, Any]] | None:
         """New input: the writes of the "input" step; resume/continue: ``None``."""
         if isinstance(input, Command):

@@ -31,7 +31,7 @@ import pathlib
 import re
 import uuid
 import zoneinfo
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tether.serde._ext import (
@@ -509,8 +509,3 @@ def how_to_allow(keys: Iterable[tuple[str, str]]) -> str:
         f"saver = saver.with_allowlist([{pairs}]) (it returns a new saver; use that one), "
         f"or TETHER_ALLOWLIST={env}"
     )
-
-
-def contains(allowed: Collection[tuple[str, str]], key: tuple[str, str]) -> bool:
-    """Membership with the LangGraph framework types included."""
-    return key in allowed or key in FRAMEWORK_TYPES

@@ -65,7 +65,6 @@ PASSTHROUGH = (
     | ormsgpack.OPT_PASSTHROUGH_UUID
 )
 PACK_OPTS = ormsgpack.OPT_NON_STR_KEYS | PASSTHROUGH | ormsgpack.OPT_REPLACE_SURROGATES
-UNPACK_OPTS = ormsgpack.OPT_NON_STR_KEYS
 
 # An encoder gets the value and the ``default`` hook to pack its payload with:
 # the hook of the serializer that is writing, so that values nested in the
