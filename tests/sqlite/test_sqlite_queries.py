@@ -1,4 +1,4 @@
-"""No N+1: statement counts per read, streaming list, SQL that cannot be injected."""
+"""No N+1: exact statement counts per read, streaming list, SQL that cannot be injected."""
 
 from __future__ import annotations
 
@@ -33,19 +33,19 @@ def _history(saver: SqliteSaver, tid: str, n: int, writes: bool = True) -> None:
             saver.put_writes(cfg, [("m", i), ("k", i)], f"task-{i}")
 
 
-def test_get_tuple_is_three_queries(db_path: Path) -> None:
+def test_get_tuple_is_one_statement(db_path: Path) -> None:
     saver, statements = _traced(db_path)
     _history(saver, "t", 5)
     statements.clear()
     tup = saver.get_tuple(thread("t"))
     assert tup is not None
     assert len(tup.pending_writes) == 2
-    assert len(_queries(statements)) <= 3
+    assert len(_queries(statements)) == 1  # row, blobs and writes in one snapshot
     saver.close()
 
 
 @pytest.mark.parametrize("n", [PAGE // 2, PAGE * 3])
-def test_list_costs_three_queries_per_page(db_path: Path, n: int) -> None:
+def test_list_costs_one_statement_per_page(db_path: Path, n: int) -> None:
     saver, statements = _traced(db_path)
     _history(saver, "t", n)
     statements.clear()
@@ -53,7 +53,7 @@ def test_list_costs_three_queries_per_page(db_path: Path, n: int) -> None:
     assert len(got) == n
     assert all(len(t.pending_writes) == 2 for t in got)
     pages = n // PAGE + 1
-    assert len(_queries(statements)) <= 3 * pages
+    assert len(_queries(statements)) == pages
     saver.close()
 
 
