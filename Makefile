@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export TETHER_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
-.PHONY: demo test lint typecheck pytest bench gen-sync check-sync lock dist clean
+.PHONY: demo test test-fast lint typecheck pytest bench gen-sync check-sync lock dist clean
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,17 @@ check-sync: $(STAMP)
 gen-sync: $(STAMP)
 	$(PY) tools/gen_sync.py
 
+# The whole suite, on every CPU (pytest-xdist), then the `slow` tests (crash,
+# chaos and fault tests that time processes) on their own, so that a loaded
+# machine does not make them flaky.
 pytest: $(STAMP)
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n auto -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m slow $(PYTEST_ARGS)
+
+# The quick loop while working: no Postgres, no slow tests, stop at the first
+# failure. `make test` (what CI runs) is the whole suite.
+test-fast: $(STAMP)
+	$(VENV)/bin/pytest -n auto -x -q -m "not slow and not postgres" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
