@@ -25,11 +25,10 @@ from tether.backends._common import (
     split_channel_values,
 )
 from tether.backends._delta import AppendTracker, Row, join_append, supports
+from tether.backends._records import DecodeMemo, WriteRecord
 from tether.backends._sqlbase import (
     ENCODING_PLAIN,
     BlobCodec,
-    DecodeMemo,
-    WriteRecord,
     check_write_count,
 )
 from tether.backends.postgres._arrays import BYTEA, INT2, INT4, TEXT
@@ -319,7 +318,7 @@ def decode_row(
     """A :class:`CheckpointTuple` from one row of the read statements (see ``_sql``).
 
     ``memo`` shares decoded snapshots between the rows of one page, as in
-    :func:`tether.backends._sqlbase.build_tuple`.
+    :func:`tether.backends._records.assemble`.
     """
     (
         thread_id,

@@ -47,7 +47,8 @@ from tether.backends._common import (
     metadata_matches,
 )
 from tether.backends._delta import AppendTracker
-from tether.backends._sqlbase import BlobCodec, DecodeMemo, decode_writes
+from tether.backends._records import DecodeMemo, decode_writes
+from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (

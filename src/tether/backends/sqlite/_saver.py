@@ -57,9 +57,6 @@ from typing import Any, Self
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._common import (
-    EMPTY,
-    check_checkpoint,
-    check_head,
     check_list_args,
     check_prune,
     check_thread_id,
@@ -67,21 +64,25 @@ from tether.backends._common import (
     checkpoint_address,
     dumps_json,
     loads_json,
-    merge_metadata,
     metadata_matches,
-    prepare_writes,
-    split_channel_values,
 )
-from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker, Row, supports
+from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
-from tether.backends._sqlbase import (
-    BlobCodec,
+from tether.backends._records import (
     BlobKey,
     DecodeMemo,
+    PutPlan,
     StoredValue,
+    ValueRecord,
     WriteRecord,
-    build_tuple,
+    assemble,
+    check_carried,
     decode_writes,
+    encode_put,
+    encode_writes,
+)
+from tether.backends._sqlbase import (
+    BlobCodec,
     group_writes,
     metadata_from_json,
     row_checksum,
@@ -156,9 +157,6 @@ _Raw = tuple[
     Sequence[Any], Mapping[str, str] | None, Mapping[BlobKey, StoredValue], Sequence[WriteRecord]
 ]
 
-# A tail row of a put, by its index in the put's rows: the snapshot it needs and
-# the whole value to store instead when that snapshot is gone.
-_Needs = tuple[int, str, Row]
 
 #: Checkpoints per ``list`` page (one statement, its own read snapshot).
 PAGE = 64
@@ -526,13 +524,13 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             unstored = None  # a row from before version 4: its put recorded nothing
         elif row[9] is not None:
             unstored = _unstored(row[9], address)
-        return build_tuple(
+        return assemble(
             self.serde,
             self.codec,
             address=address,
             parent_id=row[3],
             head=(row[4], row[5]),
-            metadata=row[7],
+            metadata=metadata_from_json(row[7], address=address),
             versions=versions,
             blobs=blobs,
             writes=writes,
@@ -640,85 +638,47 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
         self._check_writable("put")
-        addr = Address.from_config(config)
-        check_checkpoint(checkpoint, new_versions)
-        meta = merge_metadata(config, metadata)
-        head, values = split_channel_values(checkpoint, new_versions)
-        serde, codec = self.serde, self.codec
-        appends = self._appends if supports(serde) else None
-        # Serialize before taking the write lock: it is the expensive part.
-        tid, ns, cid = addr.thread_id, addr.checkpoint_ns, head["id"]
-        check_head(head, cid)  # plain JSON, as on every backend
-        blob_rows: _List[tuple[Any, ...]] = []
-        needs: _List[_Needs] = []
-        for channel, (version, value) in values.items():
-            if appends is None or value is EMPTY:
-                tag, encoding, payload = codec.encode(serde, value)
-                blob_rows.append(_blob_row(tid, ns, channel, version, tag, encoding, None, payload))
-                continue
-            plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
-            for ver, tag, encoding, payload, base in codec.encode_plan(plan):
-                blob_rows.append(_blob_row(tid, ns, channel, ver, tag, encoding, base, payload))
-            if plan.needs is not None and plan.fallback is not None:
-                needs.append((len(blob_rows) - 1, plan.needs, plan.fallback))
-        head_type, head_bytes = serde.dumps_typed(head)
-        run_id = meta.get("run_id")
-        all_versions = checkpoint["channel_versions"]
-        versions_json = versions_to_json(all_versions)
-        meta_json = dumps_json(meta)
-        parent = addr.checkpoint_id
-        # Channels whose values earlier puts stored: the put checks they still are.
-        carried = {c: v for c, v in all_versions.items() if c not in new_versions}
-        row = (
-            tid,
-            ns,
-            cid,
-            parent,
-            None if run_id is None else str(run_id),
-            head_type,
-            head_bytes,
-            versions_json,
-            meta_json,
-            row_checksum(cid, parent, head_type, head_bytes, versions_json, meta_json, None),
-            None,
+        # Validate and serialize before taking the write lock: it is the expensive part.
+        plan = encode_put(
+            self.serde, self.codec, self._appends, config, checkpoint, metadata, new_versions
         )
-        self._write(
-            self._put,
-            blob_rows,
-            row,
-            needs,
-            versions_to_json(carried) if carried else None,
-            threads=[tid],
-        )
-        return Address(tid, ns, cid).to_config()
+        self._write(self._put, plan, threads=[plan.address.thread_id])
+        return plan.address.to_config()
 
-    def _put(
-        self,
-        conn: sqlite3.Connection,
-        blob_rows: _List[tuple[Any, ...]],
-        row: tuple[Any, ...],
-        needs: _List[_Needs],
-        carried: str | None,
-    ) -> None:
-        for i, snapshot, fallback in needs:
-            # A tail extends a snapshot an earlier put of this process wrote;
-            # another process may have pruned it since. Then store the whole value.
-            tid, ns, channel = blob_rows[i][:3]
-            found = conn.execute(HAS_BLOB, (tid, ns, channel, snapshot)).fetchone()
-            if found is None:
-                assert self._appends is not None
-                self._appends.forget((tid, ns, channel))
-                tag, encoding, payload = self.codec.encode_bytes(fallback.tag, fallback.data)
-                blob_rows[i] = _blob_row(
-                    tid, ns, channel, fallback.version, tag, encoding, None, payload
-                )
-        if blob_rows:
-            conn.executemany(INSERT_BLOB, blob_rows)
-        if carried is not None:
-            missing = conn.execute(CARRIED_MISSING, (carried, row[0], row[1])).fetchall()
+    def _put(self, conn: sqlite3.Connection, plan: PutPlan) -> None:
+        addr = plan.address
+        tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
+        assert cid is not None
+        # A tail extends a snapshot an earlier put of this process wrote;
+        # another process may have pruned it since. Then store the whole value.
+        values = plan.resolve(
+            lambda channel, version: (
+                conn.execute(HAS_BLOB, (tid, ns, channel, version)).fetchone() is not None
+            ),
+            self._appends,
+        )
+        if values:
+            conn.executemany(INSERT_BLOB, [_blob_row(tid, ns, v) for v in values])
+        unstored = None
+        if plan.carried:
+            carried = versions_to_json(plan.carried)
+            missing = [r[0] for r in conn.execute(CARRIED_MISSING, (carried, tid, ns))]
             if missing:
-                row = _with_unstored(conn, row, missing)
-        conn.execute(INSERT_CHECKPOINT, row)
+                check_carried(plan, missing, *_parent_promise(conn, plan))
+                unstored = json.dumps(sorted(missing), separators=(",", ":"))
+        head_type, head_bytes = plan.head
+        versions_json = versions_to_json(plan.versions)
+        meta_json = dumps_json(plan.metadata)
+        checksum = row_checksum(
+            cid, plan.parent_id, head_type, head_bytes, versions_json, meta_json, unstored
+        )
+        conn.execute(
+            INSERT_CHECKPOINT,
+            (
+                *(tid, ns, cid, plan.parent_id, plan.run_id, head_type, head_bytes),
+                *(versions_json, meta_json, checksum, unstored),
+            ),
+        )
 
     def put_writes(
         self,
@@ -728,26 +688,19 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         task_path: str = "",
     ) -> None:
         self._check_writable("put_writes")
-        addr = Address.from_config(config)
-        if addr.checkpoint_id is None:
-            raise ConfigError(
-                f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
-                "(configurable.checkpoint_id), as returned by put()"
-            )
-        rows = prepare_writes(writes, task_id, task_path)
-        if not rows:
+        addr, records = encode_writes(self.serde, self.codec, config, writes, task_id, task_path)
+        if not records:
             return
-        serde, codec = self.serde, self.codec
         replace: _List[tuple[Any, ...]] = []
         ignore: _List[tuple[Any, ...]] = []
         tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
-        for r in rows:
-            tag, encoding, payload = codec.encode(serde, r.value)
+        assert cid is not None
+        for w in records:
             checksum = write_checksum(
-                cid, r.task_id, r.task_path, r.idx, r.channel, tag, encoding, payload
+                cid, w.task_id, w.task_path, w.idx, w.channel, w.type, w.encoding, w.value
             )
-            encoded = (tid, ns, cid, r.task_id, r.task_path, r.idx, r.channel, tag, encoding)
-            (replace if r.replaces else ignore).append((*encoded, payload, checksum))
+            row = (tid, ns, cid, w.task_id, w.task_path, w.idx, w.channel, w.type, w.encoding)
+            (replace if w.replaces else ignore).append((*row, w.value, checksum))
         self._write(self._put_writes, (tid, ns, cid), replace, ignore)
 
     @staticmethod
@@ -868,47 +821,31 @@ def _unstored(text: str, address: Address) -> list[str]:
     return [str(n) for n in names]
 
 
-def _blob_row(
-    tid: str,
-    ns: str,
-    channel: str,
-    version: str,
-    tag: str,
-    encoding: int,
-    base: str | None,
-    payload: bytes,
-) -> tuple[Any, ...]:
+def _blob_row(tid: str, ns: str, v: ValueRecord) -> tuple[Any, ...]:
     """A row of ``INSERT_BLOB``, with its checksum."""
-    checksum = value_checksum(channel, version, tag, encoding, base, payload)
-    return (tid, ns, channel, version, tag, encoding, base, payload, checksum)
+    checksum = value_checksum(v.channel, v.version, v.type, v.encoding, v.base, v.payload)
+    return (tid, ns, v.channel, v.version, v.type, v.encoding, v.base, v.payload, checksum)
 
 
-def _with_unstored(
-    conn: sqlite3.Connection, row: tuple[Any, ...], missing: _List[tuple[str, str]]
-) -> tuple[Any, ...]:
-    """The checkpoint row recording the carried channels that had no stored value.
+def _parent_promise(
+    conn: sqlite3.Connection, plan: PutPlan
+) -> tuple[dict[str, str] | None, set[str] | None]:
+    """What the put's parent promised was stored: its versions and the channels it lacked.
 
-    A caller may name channels in ``channel_versions`` that no put wrote (the
-    contract allows it; they read as absent). A value its parent promised,
-    though, is one the store lost: refused rather than carried over as absent.
+    ``(None, None)`` when there is no parent row, or it predates the promise
+    (version 4) or is damaged (its own read says so).
     """
-    tid, ns, cid, parent = row[:4]
-    if parent is not None:
-        found = conn.execute(PARENT_PROMISE, (tid, ns, parent)).fetchone()
-        if found is not None and found[2] is not None:  # a parent that recorded its promise
-            try:
-                versions = loads_json(found[0])
-                lacked = set(loads_json(found[1])) if found[1] else set()
-            except ValueError:
-                versions, lacked = {}, set()  # a damaged parent: its own read says so
-            for channel, version in missing:
-                if versions.get(channel) == version and channel not in lacked:
-                    raise StorageError(
-                        f"the value of channel {channel!r} at version {version!r} that "
-                        f"checkpoint {parent!r} of thread {tid!r} names is missing: its row "
-                        f"is gone and the store is damaged. Checkpoint {cid!r}, which carries "
-                        "it over, was not stored"
-                    )
-    unstored = json.dumps(sorted(channel for channel, _ in missing), separators=(",", ":"))
-    checksum = row_checksum(cid, parent, row[5], row[6], row[7], row[8], unstored)
-    return (*row[:9], checksum, unstored)
+    if plan.parent_id is None:
+        return None, None
+    addr = plan.address
+    found = conn.execute(
+        PARENT_PROMISE, (addr.thread_id, addr.checkpoint_ns, plan.parent_id)
+    ).fetchone()
+    if found is None or found[2] is None:
+        return None, None
+    try:
+        versions = loads_json(found[0])
+        lacked = set(loads_json(found[1])) if found[1] else set()
+    except ValueError:
+        return None, None
+    return versions, lacked

@@ -1,0 +1,454 @@
+"""The record layer (#14): what a put stores, and how stored records become a tuple.
+
+I/O-free. A backend only moves records: it stores what :func:`encode_put` and
+:func:`encode_writes` return and hands what it fetched to :func:`assemble` and
+:func:`decode_writes`. Validation, serialization, payload encoding (checksum,
+compression: :mod:`tether.backends._payload`), append deltas
+(:mod:`tether.backends._delta`) and every decode error's context live here
+once, not once per backend.
+
+The records:
+
+* :class:`PutPlan` -- one checkpoint to store: its head (the checkpoint
+  without channel values, through the serializer), metadata (merged,
+  JSON-safe), the text of every channel version, the value records of the
+  channels the put names, and for each append tail the whole value to store
+  instead if the snapshot it extends is gone (:meth:`PutPlan.resolve`).
+* :class:`ValueRecord` / :data:`StoredValue` -- one channel value at one
+  version, written / as read back.
+* :class:`WriteRecord` -- one pending write.
+
+What a backend still decides, because only it can see its storage in one
+transaction: whether a snapshot a tail extends is still there, and which
+channels the put carries over (``PutPlan.carried``) have no stored value
+(:func:`check_carried` refuses the ones the parent promised).
+
+Used by the in-memory saver (the readable reference) and SQLite; Postgres
+shares :func:`decode_writes` and :class:`WriteRecord` and still plans its
+puts in SQL (see ``postgres/_sql.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from tether.backends._common import (
+    EMPTY,
+    EMPTY_TAG,
+    check_checkpoint,
+    check_head,
+    decode_value,
+    merge_metadata,
+    prepare_writes,
+    split_channel_values,
+)
+from tether.backends._delta import AppendTracker, join_append, supports
+from tether.backends._payload import ENCODING_PLAIN, BlobCodec
+from tether.backends._payload import where as _where
+from tether.checkpoint import (
+    Address,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    Config,
+    PendingWrite,
+    StoredWrite,
+)
+from tether.errors import ConfigError, DecodeError, StorageError
+from tether.serde.base import SerializerProtocol
+
+__all__ = [
+    "BlobKey",
+    "DecodeMemo",
+    "Fallback",
+    "PutPlan",
+    "StoredValue",
+    "ValueRecord",
+    "WriteRecord",
+    "assemble",
+    "check_carried",
+    "decode_writes",
+    "encode_put",
+    "encode_writes",
+]
+
+StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
+"""``(type, encoding, payload, base)`` of a value as read back (``base``: see _delta)."""
+
+DecodeMemo: TypeAlias = dict[tuple[str, str, str, str], Any]
+"""Snapshots decoded while building one page of tuples, by value key."""
+
+BlobKey: TypeAlias = tuple[str, str, str, str]
+"""``(thread_id, checkpoint_ns, channel, version)``: the key of a stored value."""
+
+_MISSING: Any = object()
+
+
+# --- what a put stores ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRecord:
+    """One channel value at one version, encoded (``base``: the snapshot a tail extends)."""
+
+    channel: str
+    version: str
+    type: str
+    encoding: int
+    payload: bytes
+    base: str | None = None
+
+    @property
+    def stored(self) -> StoredValue:
+        return (self.type, self.encoding, self.payload, self.base)
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """A tail that extends a snapshot an earlier put wrote, and what to store if it is gone."""
+
+    index: int  # of the tail in PutPlan.values
+    snapshot: str  # the version of the snapshot it extends
+    whole: ValueRecord  # the whole value, stored instead
+
+
+@dataclass(frozen=True, slots=True)
+class PutPlan:
+    """Everything one ``put`` stores, validated and encoded (see :func:`encode_put`)."""
+
+    address: Address  # the new checkpoint's thread, namespace and id
+    parent_id: str | None
+    run_id: str | None
+    head: tuple[str, bytes]  # the checkpoint without channel values, serialized
+    versions: dict[str, str]  # every channel of channel_versions -> its version as text
+    carried: dict[str, str]  # the channels the put does not name: earlier puts stored them
+    metadata: dict[str, Any]  # merged with the config's, JSON-safe
+    values: tuple[ValueRecord, ...]
+    fallbacks: tuple[Fallback, ...]
+
+    def resolve(
+        self, has_value: Callable[[str, str], bool], appends: AppendTracker | None
+    ) -> list[ValueRecord]:
+        """The value records to store: a tail whose snapshot is gone becomes its whole value.
+
+        ``has_value(channel, version)`` looks in storage, inside the backend's
+        write transaction (another process may have pruned the snapshot since
+        this one wrote it).
+        """
+        values = list(self.values)
+        for fb in self.fallbacks:
+            if not has_value(fb.whole.channel, fb.snapshot):
+                if appends is not None:
+                    appends.forget(
+                        (self.address.thread_id, self.address.checkpoint_ns, fb.whole.channel)
+                    )
+                values[fb.index] = fb.whole
+        return values
+
+
+def encode_put(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    appends: AppendTracker | None,
+    config: Config,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> PutPlan:
+    """Validate and encode one ``put`` (the contract's checks, then the serializer).
+
+    ``appends`` stores long lists as a snapshot plus tails (only under a
+    serializer :func:`~tether.backends._delta.supports`; ``None`` stores
+    every value whole).
+
+    Raises:
+        ConfigError: the config, checkpoint, versions or metadata are not storable.
+        EncodeError: a value cannot be serialized, or is larger than the codec allows.
+    """
+    addr = Address.from_config(config)
+    check_checkpoint(checkpoint, new_versions)
+    meta = merge_metadata(config, metadata)
+    head, named = split_channel_values(checkpoint, new_versions)
+    cid = head["id"]
+    check_head(head, cid)  # plain JSON, as on every backend
+    tid, ns = addr.thread_id, addr.checkpoint_ns
+    if appends is not None and not supports(serde):
+        appends = None
+    values: list[ValueRecord] = []
+    fallbacks: list[Fallback] = []
+    for channel, (version, value) in named.items():
+        if appends is None or value is EMPTY:
+            values.append(ValueRecord(channel, version, *codec.encode(serde, value)))
+            continue
+        plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
+        for ver, tag, encoding, payload, base in codec.encode_plan(plan):
+            values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
+        if plan.needs is not None and plan.fallback is not None:
+            whole = ValueRecord(
+                channel,
+                plan.fallback.version,
+                *codec.encode_bytes(plan.fallback.tag, plan.fallback.data),
+            )
+            fallbacks.append(Fallback(len(values) - 1, plan.needs, whole))
+    versions = {c: str(v) for c, v in checkpoint["channel_versions"].items()}
+    run_id = meta.get("run_id")
+    return PutPlan(
+        address=addr.with_id(cid),
+        parent_id=addr.checkpoint_id,
+        run_id=None if run_id is None else str(run_id),
+        head=serde.dumps_typed(head),
+        versions=versions,
+        carried={c: v for c, v in versions.items() if c not in new_versions},
+        metadata=meta,
+        values=tuple(values),
+        fallbacks=tuple(fallbacks),
+    )
+
+
+def check_carried(
+    plan: PutPlan,
+    missing: Collection[str],
+    parent_versions: Mapping[str, str] | None,
+    parent_unstored: Collection[str] | None,
+) -> None:
+    """Refuse a put that carries over a value its parent had and storage lost.
+
+    ``missing``: the carried channels the backend found no stored value for.
+    A caller may name channels in ``channel_versions`` that no put wrote (the
+    contract allows it; they read as absent, and the backend records them as
+    unstored). A value the parent checkpoint had, though -- same version, not
+    among the parent's own unstored channels -- is one the store lost.
+    ``parent_versions`` is ``None`` when the parent is not stored (or its
+    record predates the rule).
+
+    Raises:
+        StorageError: naming the channel, the parent and the refused checkpoint.
+    """
+    if parent_versions is None:
+        return
+    lacked = parent_unstored or ()
+    for channel in missing:
+        version = plan.versions[channel]
+        if parent_versions.get(channel) == version and channel not in lacked:
+            addr = plan.address
+            raise StorageError(
+                f"the value of channel {channel!r} at version {version!r} that checkpoint "
+                f"{plan.parent_id!r} of thread {addr.thread_id!r} names is missing: its "
+                f"stored value is gone and the store is damaged. Checkpoint "
+                f"{addr.checkpoint_id!r}, which carries it over, was not stored"
+            )
+
+
+# --- pending writes ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """One stored pending write."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    type: str
+    encoding: int
+    value: bytes | None
+
+    @property
+    def replaces(self) -> bool:
+        """Special writes (negative idx) replace; ordinary ones are insert-or-ignore (S2.4)."""
+        return self.idx < 0
+
+    @property
+    def order(self) -> tuple[str, str, int]:
+        """Pending writes are read back in this order (S2.4)."""
+        return (self.task_path, self.task_id, self.idx)
+
+
+def encode_writes(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    config: Config,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str = "",
+) -> tuple[Address, list[WriteRecord]]:
+    """Validate and encode one ``put_writes`` batch: the checkpoint's address and its records.
+
+    Raises:
+        ConfigError: the config names no checkpoint, or the batch is malformed.
+        EncodeError: a value cannot be serialized.
+    """
+    addr = Address.from_config(config)
+    if addr.checkpoint_id is None:
+        raise ConfigError(
+            f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
+            "(configurable.checkpoint_id), as returned by put()"
+        )
+    records = [
+        WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value))
+        for r in prepare_writes(writes, task_id, task_path)
+    ]
+    return addr, records
+
+
+def decode_writes(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    address: Address,
+    writes: Sequence[WriteRecord],
+) -> list[StoredWrite]:
+    """``get_writes``: stored write records decoded, in the order given, with their keys."""
+    return [
+        StoredWrite(
+            w.task_id,
+            w.channel,
+            codec.decode(
+                serde,
+                w.type,
+                w.encoding,
+                w.value,
+                address=address,
+                channel=w.channel,
+                task_id=w.task_id,
+            ),
+            w.task_path,
+            w.idx,
+        )
+        for w in writes
+    ]
+
+
+# --- reading a checkpoint back ------------------------------------------------------------------
+
+
+def assemble(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    *,
+    address: Address,
+    parent_id: str | None,
+    head: tuple[str, bytes],
+    metadata: Mapping[str, Any],
+    versions: Mapping[str, str] | None,
+    blobs: Mapping[BlobKey, StoredValue],
+    writes: Sequence[WriteRecord],
+    memo: DecodeMemo | None = None,
+    appends: AppendTracker | None = None,
+    unstored: Collection[str] | None = (),
+) -> CheckpointTuple:
+    """A :class:`~tether.checkpoint.CheckpointTuple` from stored records.
+
+    Args:
+        address: thread, namespace and id of the checkpoint.
+        parent_id: its parent's id, if any.
+        head: ``(type, bytes)`` of the checkpoint without its channel values.
+        metadata: the stored metadata, decoded (the backend's own format).
+        versions: channel -> version (text) of the checkpoint; ``None`` takes
+            them from the decoded head.
+        blobs: the stored values fetched for the checkpoint (or page), with
+            the snapshots that append tails among them extend. A channel
+            stored as empty is absent from ``channel_values``; a channel
+            whose value is missing raises StorageError (see ``unstored``).
+        writes: the checkpoint's pending writes, already in contract order.
+        memo: decoded snapshots shared by the tuples of one page: their
+            elements are decoded once and shared between those tuples (each
+            gets a list of its own). ``None`` decodes everything afresh.
+        appends: the saver's tracker; a snapshot it still holds is decoded
+            from its bytes instead of decompressing the stored payload.
+        unstored: the channels the put found no stored value for (a caller
+            may name channels in ``channel_versions`` that no put wrote): read
+            as absent. Any other channel without a value was deleted after the
+            put. ``None``: not recorded (a record written before the rule), so
+            every channel without a value is read as absent.
+
+    Raises:
+        StorageError: a value is missing, or the head is not this checkpoint's.
+        DecodeError: a stored value cannot be decoded (thread, namespace,
+            checkpoint and channel named).
+    """
+    checkpoint: dict[str, Any] = decode_value(serde, head[0], head[1], address=address)
+    if not isinstance(checkpoint, dict):
+        raise DecodeError(
+            f"stored checkpoint head is a {type(checkpoint).__name__}, not a dict",
+            context={"thread_id": address.thread_id, "checkpoint_id": address.checkpoint_id},
+        )
+    if checkpoint.get("id") != address.checkpoint_id:
+        raise StorageError(
+            f"the stored head {_where(address, None, None)} says its checkpoint id is "
+            f"{checkpoint.get('id')!r}; the row is damaged (restore it from a backup, or "
+            "delete the checkpoint)"
+        )
+    if versions is None:
+        stored = checkpoint.get("channel_versions") or {}
+        versions = {str(k): str(v) for k, v in stored.items()}
+    loads = serde.loads_typed
+
+    def value(
+        tag: str, encoding: int, payload: bytes | None, channel: str, task_id: str | None
+    ) -> Any:
+        # The common case (plain bytes) goes straight to the serializer; the
+        # error path still names thread, namespace, checkpoint and channel.
+        if encoding == ENCODING_PLAIN and type(payload) is bytes:
+            try:
+                return loads((tag, payload))
+            except DecodeError:
+                pass  # decode again below, where the error gets its context
+        return codec.decode(
+            serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+        )
+
+    values: dict[str, Any] = {}
+    tid, ns = address.thread_id, address.checkpoint_ns
+    for channel, version in versions.items():
+        blob = blobs.get((tid, ns, channel, version))
+        if blob is None:
+            if unstored is None or channel in unstored:
+                continue  # never stored: absent, as the put was given it
+            raise StorageError(
+                f"the value {_where(address, channel, None)} at version {version!r} is "
+                "missing: the checkpoint names it and its row is gone; the store is damaged "
+                "(restore it from a backup)"
+            )
+        if blob[0] == EMPTY_TAG:
+            continue
+        base = blob[3]
+        if base is None:
+            values[channel] = value(blob[0], blob[1], blob[2], channel, None)
+            continue
+        key = (tid, ns, channel, base)
+        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if snapshot is _MISSING:
+            stored = blobs.get(key)
+            if stored is None:
+                raise StorageError(
+                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
+                    "extends is missing; the store is damaged"
+                )
+            plain = None
+            if appends is not None and stored[1] != ENCODING_PLAIN:
+                plain = appends.known((tid, ns, channel), base)
+            if plain is not None:
+                snapshot = value(stored[0], ENCODING_PLAIN, plain, channel, None)
+            else:
+                snapshot = value(stored[0], stored[1], stored[2], channel, None)
+            if memo is not None:
+                memo[key] = snapshot
+        tail = value(blob[0], blob[1], blob[2], channel, None)
+        values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+    checkpoint["channel_values"] = values
+    pending: list[PendingWrite] = [
+        (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))
+        for w in writes
+    ]
+    parent = address.with_id(parent_id).to_config() if parent_id else None
+    return CheckpointTuple(
+        config=address.to_config(),
+        checkpoint=checkpoint,  # type: ignore[arg-type]
+        metadata=metadata,  # type: ignore[arg-type]
+        parent_config=parent,
+        pending_writes=pending,
+    )
