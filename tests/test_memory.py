@@ -1,11 +1,15 @@
-"""InMemorySaver: the contract suite, plus what only the in-memory layout promises (S5.1)."""
+"""InMemorySaver: the contract suite (S5.1).
+
+It runs once: the in-memory saver stores the records SQLite stores, through
+the same record layer (backends/_records.py), with no path of its own under
+tether's serializer to guard (#14).
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from tether import InMemorySaver
-from tether.serde import MsgpackSerializer
 from tether.testing import SaverContract
 
 
@@ -13,20 +17,3 @@ class TestInMemoryContract(SaverContract):
     @pytest.fixture
     def saver(self) -> InMemorySaver:
         return InMemorySaver()
-
-
-class _Serialized(MsgpackSerializer):
-    """tether's serializer under another class: the saver takes none of its fast paths."""
-
-
-class TestInMemoryContractSerialized(SaverContract):
-    """The contract again with every value, write and head through the serializer.
-
-    Under tether's own serializer the saver keeps scalars as they are and packs
-    plain heads itself (see tests/test_memory_fast.py); this keeps the general
-    path under the whole contract too.
-    """
-
-    @pytest.fixture
-    def saver(self) -> InMemorySaver:
-        return InMemorySaver(serde=_Serialized())

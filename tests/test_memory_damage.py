@@ -7,6 +7,7 @@ as something else (the channel silently absent, the head as is).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -80,6 +81,6 @@ def test_a_head_whose_id_is_not_its_rows_is_refused() -> None:
     cfg2, _ = _put(saver, cfg, {"a": 2}, first)
     rows = saver._threads["t"][""].checkpoints
     one, two = cfg["configurable"]["checkpoint_id"], cfg2["configurable"]["checkpoint_id"]
-    rows[two] = (rows[one][0], *rows[two][1:])
+    rows[two] = dataclasses.replace(rows[two], head=rows[one].head)
     with pytest.raises(StorageError, match=f"says its checkpoint id is {one!r}"):
         saver.get_tuple(cfg2)

@@ -53,8 +53,8 @@ class Stored(NamedTuple):
 
 def _stored(blob: Any) -> Stored:
     """What the tests look at in a stored blob (the saver's internal layout, read in one place)."""
-    _, data, base = blob
-    return Stored(len(data), base)
+    _, _, payload, base = blob  # (type, encoding, payload: a 4-byte checksum + data, base)
+    return Stored(len(payload) - 4, base)
 
 
 def _history_rows(saver: InMemorySaver, tid: str = "t", ns: str = "") -> dict[str, Stored]:

@@ -1,11 +1,12 @@
-"""InMemorySaver's fast paths (issue #2, SPEC S5.1): what they skip, and that nobody can tell.
+"""InMemorySaver's values (SPEC S5.1): each comes back as it went in, whatever serializer.
 
-Under tether's own MsgpackSerializer the saver keeps immutable scalars as they
-are, packs plain heads and metadata with ormsgpack directly and reads the
-config and checkpoint inline. Every test here compares with what the general
-path gives: the same saver under ``Serialized`` (tether's serializer under
-another class, so every value, head and write goes through it), or the
-shared helpers (``merge_metadata``) the fast paths stand in for.
+The in-memory saver once kept scalars as they were and packed heads and
+metadata itself under tether's own serializer (fast paths, withdrawn in
+#14: it is the readable reference now and stores the records SQLite
+stores). These tests stay as its round-trip suite: the same values through
+tether's serializer, through the same serializer under another class, and
+through a serializer of its own, and metadata exactly as ``merge_metadata``
+returns it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from typing import Any
 import pytest
 
 from tether import InMemorySaver
-from tether.backends._common import merge_metadata
-from tether.backends.memory import _pack_metadata, _unpack_metadata
+from tether.backends._common import dumps_json, loads_json, merge_metadata
 from tether.checkpoint import CheckpointTuple, make_config
 from tether.errors import ConfigError
 from tether.serde import MsgpackSerializer
@@ -103,7 +103,7 @@ def _put_and_get(
 def _both(
     values: dict[str, Any], writes: list[tuple[str, Any]] | None = None, **extra: Any
 ) -> tuple[InMemorySaver, CheckpointTuple, InMemorySaver, CheckpointTuple]:
-    """The same checkpoint (and writes) through the fast paths and through the serializer."""
+    """The same checkpoint (and writes) under tether's serializer and under another class."""
     versions = {channel: f"{i + 1:032}.0.5" for i, channel in enumerate(values)}
     cp = new_checkpoint(values, versions, **extra)
     fast, slow = InMemorySaver(), InMemorySaver(serde=Serialized())
@@ -142,21 +142,6 @@ def test_scalars_and_writes_round_trip_with_their_exact_type(serde: Any) -> None
         assert _same(value, want), channel
     assert got["true"] is True
     assert got["false"] is False
-
-
-def test_scalars_are_kept_as_is_only_under_tethers_own_serializer() -> None:
-    """Reads the saver's layout (tag None: kept as is); every other test checks behaviour."""
-    for serde, kept in ((None, True), (Serialized(), False), (Recording(), False)):
-        saver = InMemorySaver(serde=serde)
-        _round_trip(saver, SCALARS, list(SCALARS.items()))
-        space = saver._threads["t"][""]
-        tags = {channel: blob[0] for (channel, _), blob in space.blobs.items()}
-        assert list(tags) == list(SCALARS)
-        assert all((tag is None) is kept for tag in tags.values()), tags
-        (bucket,) = space.writes.values()
-        assert {w[3]: w[4] is None for w in bucket.values()} == dict.fromkeys(SCALARS, kept)
-        (row,) = space.checkpoints.values()
-        assert isinstance(row[0], bytes) is kept  # a plain head, packed by ormsgpack itself
 
 
 def test_subclasses_and_other_strings_go_through_the_serializer() -> None:
@@ -325,12 +310,8 @@ def _outcome(fn: Any, *args: Any) -> Any:
 
 
 def _merged(config: Any, metadata: Any) -> Any:
-    """What the general path stores: merge_metadata's result, packed and read back.
-
-    (Integers beyond 64 bits, which plain MessagePack cannot hold, are stored
-    as an ext type and come back as the same int.)
-    """
-    return _unpack_metadata(_pack_metadata(merge_metadata(config, metadata)))
+    """What every backend stores: merge_metadata's result as JSON (any int size)."""
+    return loads_json(dumps_json(merge_metadata(config, metadata)))  # as stored, as SQLite
 
 
 @pytest.mark.parametrize("config", list(CONFIGS.values()), ids=list(CONFIGS))
@@ -379,10 +360,3 @@ def test_versions_that_are_not_strings_still_find_their_blobs() -> None:
     assert tup is not None
     assert tup.checkpoint["channel_values"] == {"a": 3, "b": [1]}
     assert saver.stats()["blobs"] == 2
-
-
-def test_stats_count_what_the_serializer_would_write() -> None:
-    values = {**SCALARS, "l": [1, 2], "accented": "é"}
-    fast, _, slow, _ = _both(values, list(values.items()), custom={"k": [1]})
-    assert fast.stats() == slow.stats()
-    assert fast.stats()["bytes"] > 0
