@@ -77,8 +77,12 @@ def dbname(dsn: str) -> str:
 
 
 @pytest.fixture
-def schema() -> str:
-    return fresh_schema()
+def schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh schema name; the schema is dropped after the test (the database at the end)."""
+    name = fresh_schema()
+    yield name
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture
