@@ -1,0 +1,69 @@
+"""Edge cases of the ``tether`` command (issue #20): store names, unreachable servers.
+
+Each failure is checked as a user sees it: exit code 1 and one line
+``Error: ...`` on stderr, never a traceback; and what the command must not
+do (create a file, migrate a schema) is checked on the real file or server.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from click.testing import CliRunner, Result
+from psycopg.conninfo import conninfo_to_dict
+
+from tether.backends.postgres import PostgresSaver
+from tether.checkpoint import empty_checkpoint, make_config
+from tether.cli._app import cli
+
+
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+def error(result: Result) -> str:
+    """The one line ``Error: ...`` of a failed command (asserted to be one line)."""
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: "), lines[0]
+    return lines[0]
+
+
+# --- store names (#20.1a) -------------------------------------------------------------
+
+
+def test_a_malformed_postgres_url_is_one_error_line() -> None:
+    message = error(run("threads", "postgresql://[::1"))
+    assert "not a valid Postgres URL" in message
+    assert "[::1]" in message  # how to write an IPv6 host
+
+
+def _empty_host_url(dsn: str, schema: str) -> str:
+    """``postgresql:///db?host=H&port=P&user=U``: the host in the query, none before the path."""
+    params = conninfo_to_dict(dsn)
+    query = {
+        "host": params.get("host", "127.0.0.1"),
+        "port": params.get("port", "5432"),
+        "user": params.get("user", "postgres"),
+    }
+    if params.get("password"):
+        query["password"] = params["password"]
+    text = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in query.items())
+    return f"postgresql:///{params['dbname']}?{text}&schema={schema}"
+
+
+@pytest.mark.postgres
+def test_a_url_with_an_empty_host_is_kept_as_libpq_reads_it(pg_database: str) -> None:
+    url = _empty_host_url(pg_database, "edge")
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        saver.put(make_config("t-1"), empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert saver.get_tuple(make_config("t-1")) is not None
+    result = run("threads", url, "--json")
+    assert result.exit_code == 0, result.output
+    assert '"thread_id": "t-1"' in result.stdout
+    assert run("copy", url, "t-1", "t-2").exit_code == 0
+    assert run("delete", url, "t-2", "--yes").exit_code == 0
