@@ -247,7 +247,7 @@ class _PostgresTarget(_Target):
         import psycopg
         from psycopg.rows import dict_row
 
-        from tether.backends.postgres._errors import translate
+        from tether.backends.postgres._errors import connect_failed, translate
         from tether.backends.postgres._sql import check_schema_name
 
         self._psycopg = psycopg
@@ -264,7 +264,8 @@ class _PostgresTarget(_Target):
                 connect_timeout=10,
             )
         except psycopg.Error as exc:
-            raise translate(exc, f"connecting to {self.where}") from exc
+            # One line naming the server: an export is a one-shot run (#20.1c).
+            raise connect_failed(url.location, str(url), exc) from exc
         try:
             self.call("creating the tables", self._open, PostgresSaver)
         except BaseException:

@@ -70,9 +70,11 @@ from tether.stores import StoreURL, parse_store_url
 
 __all__ = [
     "ImportSummary",
+    "OfficialSource",
     "ProgressCallback",
     "StoreURL",
     "import_store",
+    "open_source",
     "parse_store_url",
     "source_serializer",
 ]
@@ -134,7 +136,12 @@ class _Record:
     writes: list[_Write]
 
 
-class _Source(Protocol):
+class OfficialSource(Protocol):
+    """An official store opened for reading (:func:`open_source`); close it when done."""
+
+    url: StoreURL
+    serde: SerializerProtocol
+
     def thread_ids(self) -> list[str]: ...
 
     def count(self, thread_ids: Sequence[str]) -> int: ...
@@ -194,6 +201,7 @@ class _OfficialSqlite:
         from tether.backends.sqlite._conn import translate_errors
 
         self._translate = translate_errors
+        self.url = url
         path = Path(url.location).expanduser()
         self.where = str(path)
         if not path.is_file():
@@ -349,11 +357,12 @@ class _OfficialPostgres:
             raise ConfigError(
                 f"reading {url} needs psycopg: pip install 'tether[postgres]' ({exc})"
             ) from exc
-        from tether.backends.postgres._errors import translate
+        from tether.backends.postgres._errors import connect_failed, translate
         from tether.backends.postgres._sql import check_schema_name
 
         self._psycopg = psycopg
         self._translate = translate
+        self.url = url
         self.schema = check_schema_name(url.schema)
         self.where = f"{url} (schema {self.schema})"
         self.serde = serde
@@ -361,7 +370,8 @@ class _OfficialPostgres:
             self.conn = psycopg.connect(url.location, connect_timeout=10)
             self.conn.read_only = True
         except psycopg.Error as exc:
-            raise translate(exc, f"connecting to {self.where}") from exc
+            # One line naming the server: an import is a one-shot run (#20.1c).
+            raise connect_failed(url.location, str(url), exc) from exc
         try:
             self._check()
         except BaseException:
@@ -530,10 +540,25 @@ def source_serializer(allowlist: Collection[tuple[str, ...]] = ()) -> Serializer
     return langgraph_serializer(allowlist)
 
 
-def _open_source(url: StoreURL, serde: SerializerProtocol) -> _Source:
+def _open_source(url: StoreURL, serde: SerializerProtocol) -> OfficialSource:
     if url.kind == "postgres":
         return _OfficialPostgres(url, serde)
     return _OfficialSqlite(url, serde)
+
+
+def open_source(source_url: str, *, allowlist: Collection[tuple[str, ...]] = ()) -> OfficialSource:
+    """Open and check the official store ``source_url`` (read only), for :func:`import_store`.
+
+    ``tether import`` opens its source with this before it creates the target,
+    so a source that is missing, not an official store or unreachable creates
+    nothing. The caller closes it.
+
+    Raises:
+        ConfigError: a bad name, or not an official store.
+        StorageUnavailable: the Postgres server cannot be reached.
+    """
+    url = parse_store_url(source_url)
+    return _open_source(url, source_serializer(allowlist))
 
 
 def _target(saver: Any) -> BaseCheckpointSaver:
@@ -605,7 +630,7 @@ def _replay(
 
 
 def import_store(
-    source_url: str,
+    source_url: str | OfficialSource,
     target_saver: Any,
     *,
     threads: Iterable[str] | None = None,
@@ -617,7 +642,8 @@ def import_store(
     Args:
         source_url: the official store: a file path or ``sqlite:///path``
             (langgraph-checkpoint-sqlite), or ``postgresql://...`` with an
-            optional ``?schema=`` (langgraph-checkpoint-postgres). Read only.
+            optional ``?schema=`` (langgraph-checkpoint-postgres), or a store
+            :func:`open_source` opened (left open). Read only.
         target_saver: any tether saver (or a :mod:`tether.langgraph` drop-in,
             whose tether saver is used).
         threads: only these thread ids (default: every thread). An id the
@@ -635,12 +661,17 @@ def import_store(
             message names thread, checkpoint and value; pass ``allowlist``).
         StorageError: reading the source or writing the target failed.
     """
-    url = parse_store_url(source_url)
     target = _target(target_saver)
     extra = {tuple(x) for x in allowlist}
     extra |= set(getattr(target.serde, "allowlist", ()) or ())
     serde = source_serializer(sorted(extra))
-    source = _open_source(url, serde)
+    if isinstance(source_url, str):
+        url = parse_store_url(source_url)
+        source = _open_source(url, serde)
+        owned = True
+    else:
+        source, url, owned = source_url, source_url.url, False
+        source.serde = serde
     try:
         available = source.thread_ids()
         if threads is None:
@@ -688,4 +719,5 @@ def import_store(
             summary.thread_ids.append(thread_id)
         return summary
     finally:
-        source.close()
+        if owned:
+            source.close()

@@ -7,6 +7,7 @@ do (create a file, migrate a schema) is checked on the real file or server.
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -67,3 +68,45 @@ def test_a_url_with_an_empty_host_is_kept_as_libpq_reads_it(pg_database: str) ->
     assert '"thread_id": "t-1"' in result.stdout
     assert run("copy", url, "t-1", "t-2").exit_code == 0
     assert run("delete", url, "t-2", "--yes").exit_code == 0
+
+
+# --- an unreachable server (#20.1c) ---------------------------------------------------------
+
+UNREACHABLE = "postgresql://postgres:secret@127.0.0.1:1/test"
+
+
+def _unreachable(message: str) -> None:
+    assert "cannot connect to Postgres at host 127.0.0.1 port 1, database test" in message
+    assert message.endswith("check the URL and that the server is running")
+    assert "postgresql://postgres:***@127.0.0.1:1/test" in message
+    assert "secret" not in message
+    assert "retry" not in message
+
+
+def _tether_store(path: Path) -> str:
+    from tether.backends.sqlite import SqliteSaver
+
+    with SqliteSaver(str(path)) as saver:
+        saver.put(make_config("t-1"), empty_checkpoint(), {"source": "input", "step": -1}, {})
+    return str(path)
+
+
+def test_import_from_an_unreachable_server_creates_no_target(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    _unreachable(error(run("import", UNREACHABLE, str(target))))
+    assert not target.exists()
+    # the same for a source that is not there at all, or not an official store
+    assert "no SQLite file" in error(run("import", str(tmp_path / "missing.db"), str(target)))
+    tether = _tether_store(tmp_path / "s.db")
+    assert "is a tether store" in error(run("import", tether, str(target)))
+    assert not target.exists()
+
+
+def test_import_into_an_unreachable_server(official_sqlite: tuple[Path, object]) -> None:
+    source, _ = official_sqlite
+    _unreachable(error(run("import", str(source), UNREACHABLE, "--no-progress")))
+
+
+def test_export_to_an_unreachable_server(tmp_path: Path) -> None:
+    store = _tether_store(tmp_path / "s.db")
+    _unreachable(error(run("export", store, "--to-langgraph", UNREACHABLE)))

@@ -32,7 +32,7 @@ from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import HeadInfo, Store, ThreadInfo, opened, same_store
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError, describe
 from tether.exporter import ExportSummary, export_store
-from tether.importer import ImportSummary, import_store
+from tether.importer import ImportSummary, OfficialSource, import_store, open_source
 from tether.serde import parse_allowlist
 from tether.stores import parse_store_url
 
@@ -577,6 +577,41 @@ def _summary_table(summary: ImportSummary, target: str) -> Table:
     return table
 
 
+def _import(
+    reader: OfficialSource,
+    st: Store,
+    thread_ids: tuple[str, ...],
+    progress: bool,
+    allow: tuple[tuple[str, str], ...],
+) -> ImportSummary:
+    threads = thread_ids or None
+    if not progress:
+        return import_store(reader, st.saver, threads=threads, allowlist=allow)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn("importing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("checkpoints"),
+        TimeRemainingColumn(),
+        console=_err(),
+    )
+    task = bar.add_task("import", total=None)
+
+    def report(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        return import_store(reader, st.saver, threads=threads, progress=report, allowlist=allow)
+
+
 @cli.command(name="import", epilog=_STORE_HELP)
 @click.argument("source")
 @click.argument("target")
@@ -613,35 +648,14 @@ def import_(
     # One SQLite file may hold both: LangGraph's tables are read, tether's written.
     if same_store(src, dst) and src.kind != "sqlite":
         raise ConfigError(f"source and target are the same store ({source}); name a new target")
-    with opened(target, create=True, allowlist=allow) as st:
-        if progress:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            bar = Progress(
-                TextColumn("importing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("checkpoints"),
-                TimeRemainingColumn(),
-                console=_err(),
-            )
-            task = bar.add_task("import", total=None)
-
-            def report(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            with bar:
-                summary = import_store(
-                    source, st.saver, threads=thread_ids or None, progress=report, allowlist=allow
-                )
-        else:
-            summary = import_store(source, st.saver, threads=thread_ids or None, allowlist=allow)
+    # The source is opened and checked first: a missing, unreachable or
+    # non-official source creates no target (#20.1c).
+    reader = open_source(source, allowlist=allow)
+    try:
+        with opened(target, create=True, allowlist=allow) as st:
+            summary = _import(reader, st, thread_ids, progress, allow)
+    finally:
+        reader.close()
     if as_json:
         _print_json({**summary.as_dict(), "target": target})
         return

@@ -470,27 +470,10 @@ def _pg_has(conn: Any, schema: str, table: str) -> bool:
 
 
 def _connect_failed(url: StoreURL, exc: Exception) -> StorageUnavailable:
-    """One line saying what could not be reached (issue #20.1c), password hidden.
+    """One line saying what could not be reached (issue #20.1c), password hidden."""
+    from tether.backends.postgres._errors import connect_failed
 
-    A one-shot command has no pool to recover, so the advice is the URL and the server.
-    """
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = conninfo_to_dict(url.location)
-    except psycopg.Error:  # the URL was parsed once; show what can be shown
-        params = {}
-    env = os.environ
-    host = params.get("host") or env.get("PGHOST") or "localhost"
-    port = params.get("port") or env.get("PGPORT") or "5432"
-    user = params.get("user") or env.get("PGUSER") or ""
-    dbname = params.get("dbname") or env.get("PGDATABASE") or user or "(default)"
-    reason = " ".join(str(exc).split())  # libpq's multi-line text on one line
-    return StorageUnavailable(
-        f"cannot connect to Postgres at host {host} port {port}, database {dbname} "
-        f"({url}): {reason}; check the URL and that the server is running"
-    )
+    return connect_failed(url.location, str(url), exc)
 
 
 def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]]) -> Store:
