@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, shown
 from tether.ids import EMPTY_CLOCK_SEQ, uuid6
 
 __all__ = [
@@ -279,7 +279,7 @@ def check_text(value: str, what: str, limit: int = MAX_NAME_BYTES) -> str:
             )
             raise ConfigError(f"{what} {value[:40]!r}... {problem}")
     if problem is not None:
-        raise ConfigError(f"{what} {value!r} {problem}; no backend can store it")
+        raise ConfigError(f"{what} {shown(value)} {problem}; no backend can store it")
     return value
 
 

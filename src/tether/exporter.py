@@ -68,6 +68,7 @@ from tether.errors import (
     EncodeError,
     SchemaVersionError,
     TetherError,
+    shown,
 )
 from tether.importer import _batches, _Write
 from tether.stores import StoreURL, parse_store_url
@@ -469,7 +470,7 @@ class _Exporter:
             new_versions = versions
         else:
             new_versions = {c: v for c, v in versions.items() if parent_versions.get(c) != v}
-        what = f"checkpoint {cid} of thread {thread_id!r}"
+        what = f"checkpoint {cid} of thread {shown(thread_id)}"
         try:
             self.target.call(
                 f"writing {what}",
@@ -509,9 +510,9 @@ def _parent_id(tup: CheckpointTuple) -> str | None:
 
 
 def _names(thread_ids: Sequence[str], limit: int = 10) -> str:
-    shown = ", ".join(map(repr, thread_ids[:limit]))
+    listed = ", ".join(map(shown, thread_ids[:limit]))
     more = len(thread_ids) - limit
-    return shown + (f" and {more} more" if more > 0 else "")
+    return listed + (f" and {more} more" if more > 0 else "")
 
 
 def export_store(
@@ -609,12 +610,14 @@ def _export(
         try:
             with out.thread_scope():
                 if thread_id in replace:
-                    out.call(f"deleting thread {thread_id!r}", out.saver.delete_thread, thread_id)
+                    out.call(
+                        f"deleting thread {shown(thread_id)}", out.saver.delete_thread, thread_id
+                    )
                 summary.namespaces += exporter.thread(thread_id)
         except (DecodeError, SchemaVersionError, EncodeError, CheckpointNotFound):
             raise
         except TetherError as exc:
-            exc.add_context(f"exporting thread {thread_id!r}")
+            exc.add_context(f"exporting thread {shown(thread_id)}")
             raise
         summary.threads += 1
         summary.thread_ids.append(thread_id)

@@ -57,13 +57,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.base import BaseCheckpointSaver
-from tether.checkpoint import WRITES_IDX_MAP, make_config
+from tether.checkpoint import WRITES_IDX_MAP, make_config, thread_id_text
 from tether.errors import (
     ConfigError,
     DecodeError,
     SchemaVersionError,
     StorageError,
     TetherError,
+    shown,
 )
 from tether.serde.base import SerializerProtocol
 from tether.stores import StoreURL, parse_store_url
@@ -286,7 +287,7 @@ class _OfficialSqlite:
                 )
                 if not isinstance(ckpt, dict):
                     raise StorageError(
-                        f"{self.where}: checkpoint {cid} of thread {thread_id!r} decoded to "
+                        f"{self.where}: checkpoint {cid} of thread {shown(thread_id)} decoded to "
                         f"{type(ckpt).__name__}, not a checkpoint dict"
                     )
                 writes = [
@@ -460,7 +461,8 @@ class _OfficialPostgres:
                         _migrate_v3(record.checkpoint, None)
                     yield record
         except self._psycopg.Error as exc:
-            raise self._translate(exc, f"reading thread {thread_id!r} of {self.where}") from exc
+            what = f"reading thread {shown(thread_id)} of {self.where}"
+            raise self._translate(exc, what) from exc
         finally:
             if not self.conn.closed:
                 self.conn.rollback()
@@ -471,7 +473,7 @@ class _OfficialPostgres:
         w_tasks, w_paths, w_idxs, w_channels, w_types, w_blobs = row[8:14]
         if not isinstance(ckpt, dict):
             raise StorageError(
-                f"{self.where}: checkpoint {cid} of thread {thread_id!r} is not a JSON object"
+                f"{self.where}: checkpoint {cid} of thread {shown(thread_id)} is not a JSON object"
             )
         values = dict(ckpt.get("channel_values") or {})
         for channel, tag, data in zip(b_channels or (), b_types or (), b_blobs or (), strict=True):
@@ -682,10 +684,18 @@ def import_store(
             unknown = [t for t in chosen if t not in known]
             if unknown:
                 raise ConfigError(
-                    f"{url} has no thread {', '.join(map(repr, unknown))}; "
+                    f"{url} has no thread {', '.join(map(shown, unknown))}; "
                     f"it has {len(available)} thread(s)"
-                    + (f", e.g. {', '.join(map(repr, available[:3]))}" if available else "")
+                    + (f", e.g. {', '.join(map(shown, available[:3]))}" if available else "")
                 )
+        for thread_id in chosen:
+            # Before anything is written: an id longer than any backend keeps (#20.3).
+            try:
+                thread_id_text(thread_id, "thread id")
+            except ConfigError as exc:
+                raise exc.add_context(
+                    f"a thread of {url}; import the others by naming them (tether import -t)"
+                ) from None
         summary = ImportSummary(str(url), url.kind)
         total = source.count(chosen) if chosen else 0
         if progress is not None:
@@ -703,7 +713,7 @@ def import_store(
                     if not isinstance(exc, DecodeError | SchemaVersionError):
                         exc.add_context(
                             f"importing checkpoint {record.checkpoint.get('id')} of thread "
-                            f"{thread_id!r}"
+                            f"{shown(thread_id)}"
                         )
                     raise
                 stored[(record.ns, record.checkpoint["id"])] = dict(

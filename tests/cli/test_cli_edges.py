@@ -7,7 +7,9 @@ do (create a file, migrate a schema) is checked on the real file or server.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -110,3 +112,43 @@ def test_import_into_an_unreachable_server(official_sqlite: tuple[Path, object])
 def test_export_to_an_unreachable_server(tmp_path: Path) -> None:
     store = _tether_store(tmp_path / "s.db")
     _unreachable(error(run("export", store, "--to-langgraph", UNREACHABLE)))
+
+
+# --- ids past the length limit (#20.3) ---------------------------------------------------
+
+
+def _official_store(path: Path, thread_id: str, metadata: dict[str, Any]) -> str:
+    from langgraph.checkpoint.base import empty_checkpoint as official_checkpoint
+    from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
+
+    with OfficialSqliteSaver.from_conn_string(str(path)) as saver:
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        saver.put(config, official_checkpoint(), metadata, {})
+    return str(path)
+
+
+def test_import_refuses_an_over_long_thread_id_or_run_id_in_one_short_line(
+    tmp_path: Path,
+) -> None:
+    long_id = "t" * 3000
+    source = _official_store(tmp_path / "long-thread.db", long_id, {"step": -1})
+    target = tmp_path / "x.db"
+    message = error(run("import", source, str(target), "--no-progress"))
+    assert "3,000 bytes long" in message
+    assert "at most 512 bytes" in message
+    assert long_id not in message
+    assert len(message) < 500
+    assert not target.exists() or not _threads(target)  # nothing imported
+    long_run = "r" * 2800
+    source = _official_store(tmp_path / "long-run.db", "t-1", {"step": -1, "run_id": long_run})
+    message = error(run("import", source, str(target), "--no-progress"))
+    assert "run_id" in message
+    assert "2,800 bytes long" in message
+    assert long_run not in message
+    assert len(message) < 500
+
+
+def _threads(path: Path) -> list[Any]:
+    result = run("threads", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    return list(json.loads(result.stdout))

@@ -47,6 +47,7 @@ __all__ = [
     "check_limit",
     "check_list_args",
     "check_prune",
+    "check_run_id",
     "check_thread_id",
     "check_thread_ids",
     "checkpoint_address",
@@ -180,7 +181,33 @@ def merge_metadata(config: Config, metadata: CheckpointMetadata) -> dict[str, An
                 or (isinstance(v, float) and math.isfinite(v))
             ):
                 out[_meta_text(key, "key from the config")] = v
+    run_id = out.get("run_id")
+    if run_id is not None:
+        check_run_id(run_id)
     return out
+
+
+def check_run_id(run_id: Any) -> None:
+    """A metadata ``run_id`` every backend can store: at most :data:`MAX_NAME_BYTES`.
+
+    It is an index key as names are (Postgres indexes ``metadata ->> 'run_id'``
+    for ``delete_for_runs``; SQLite its ``run_id`` column), so the same limit
+    holds on every backend (issue #20.3): before it, memory and SQLite stored a
+    run_id Postgres refused. A value that is not a string is measured as the
+    JSON text Postgres indexes.
+    """
+    if type(run_id) is str:
+        if len(run_id) * 4 > MAX_NAME_BYTES:  # a char is at most 4 bytes
+            check_text(run_id, "metadata run_id")
+        return
+    text = json.dumps(run_id, ensure_ascii=False)
+    size = len(text.encode())
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"metadata run_id {text[:40]}... is {size:,} bytes long as JSON; every backend "
+            f"keeps run_id as an index key, at most {MAX_NAME_BYTES:,} bytes (UTF-8); use a "
+            "shorter run_id, or a hash of a long one"
+        )
 
 
 def _plain_metadata(metadata: Mapping[Any, Any]) -> dict[str, Any] | None:

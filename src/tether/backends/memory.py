@@ -903,6 +903,8 @@ def _packed_metadata(config: Config, metadata: CheckpointMetadata) -> tuple[byte
     run_id: Any = metadata.get("run_id")
     if type(run_id) is dict or type(run_id) is list:
         return None  # the row keeps run_id: never a dict the caller holds
+    if type(run_id) is str and len(run_id) * 4 > MAX_NAME_BYTES:
+        return None  # maybe past the limit: merge_metadata checks it (#20.3)
     try:
         data = _packb(metadata, option=PLAIN_ONLY)
     except TypeError:

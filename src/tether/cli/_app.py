@@ -30,7 +30,14 @@ from tether import __version__
 from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import HeadInfo, Store, ThreadInfo, opened, same_store
-from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError, describe
+from tether.errors import (
+    CheckpointNotFound,
+    ConfigError,
+    DecodeError,
+    TetherError,
+    describe,
+    shown,
+)
 from tether.exporter import ExportSummary, export_store
 from tether.importer import ImportSummary, OfficialSource, import_store, open_source
 from tether.serde import parse_allowlist
@@ -156,7 +163,7 @@ def _require_thread(store: Store, thread_id: str) -> ThreadInfo:
     info = store.thread(thread_id)
     if info is None:
         raise CheckpointNotFound(
-            f"thread {thread_id!r} not found in {store.url}; `tether threads {store.url}` "
+            f"thread {shown(thread_id)} not found in {store.url}; `tether threads {store.url}` "
             "lists the threads"
         )
     return info
@@ -354,7 +361,7 @@ def _find(st: Store, thread: str, cid: str | None, ns: str | None) -> Checkpoint
         where = f" in namespace {ns!r}" if ns else ""
         what = f"checkpoint {cid}" if cid else "no checkpoint"
         raise CheckpointNotFound(
-            f"{what} of thread {thread!r}{where} not found in {st.url}; "
+            f"{what} of thread {shown(thread)}{where} not found in {st.url}; "
             f"`tether history {st.url} {thread}` lists them"
         )
     return tup
@@ -534,7 +541,9 @@ def delete(store: str, thread: str, yes: bool) -> None:
     """Delete THREAD from STORE: every namespace, checkpoint, value and write."""
     with opened(store) as st:
         info = _require_thread(st, thread)
-        _confirm(f"Delete thread {thread!r} ({info.checkpoints} checkpoint(s)) from {store}?", yes)
+        _confirm(
+            f"Delete thread {shown(thread)} ({info.checkpoints} checkpoint(s)) from {store}?", yes
+        )
         st.saver.delete_thread(thread)
     _out().print(f"deleted thread {escape(thread)} ({info.checkpoints} checkpoint(s))")
 

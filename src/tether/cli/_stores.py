@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
-from tether.errors import ConfigError, SchemaVersionError, StorageUnavailable, TetherError
+from tether.errors import (
+    ConfigError,
+    SchemaVersionError,
+    StorageUnavailable,
+    TetherError,
+    shown,
+)
 from tether.importer import source_serializer
 from tether.stores import StoreURL, parse_store_url
 
@@ -430,7 +436,7 @@ ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
 LIMIT %(limit)s
 """  # noqa: S608 -- the schema is a checked identifier; values are parameters
         rows = self._rows(
-            f"reading the history of thread {thread_id!r}",
+            f"reading the history of thread {shown(thread_id)}",
             query,
             {"t": thread_id, "ns": ns, "cid": checkpoint_id, "limit": limit},
         )

@@ -99,8 +99,8 @@ def translate(exc: psycopg.Error, what: str) -> TetherError:
         # than Postgres can take, so the same call would fail again.
         return ConfigError(
             f"{what}: a value is too large for Postgres ({detail}); an index entry holds "
-            "at most about 2,700 bytes, so a metadata run_id that long (and incompressible) "
-            "cannot be stored"
+            "at most about 2,700 bytes: tether bounds the names and run_id it indexes, so "
+            "look for an index of your own on a value this long (drop it, or index a hash)"
         )
     if isinstance(exc, pg_errors.UndefinedTable):
         return StorageError(
