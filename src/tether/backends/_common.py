@@ -256,7 +256,7 @@ def check_list_args(
     Every backend calls this when ``list`` is called (not at the first item),
     so bad input fails at the call.
     """
-    addr = Address.optional(config)
+    addr = Address.optional(config, bounded=False)  # a read: any stored id (#20.3)
     want = check_filter(filter)
     limit = check_limit(limit)
     before_id = None if before is None else before_checkpoint_id(before)
@@ -529,8 +529,12 @@ class WriteRow:
 
 
 def checkpoint_address(config: Config, what: str) -> Address:
-    """The address of one stored checkpoint; ``what`` (a method) needs its id in ``config``."""
-    addr = Address.from_config(config)
+    """The address of one stored checkpoint; ``what`` (a method) needs its id in ``config``.
+
+    For reads (``get_writes``): a name past the length limit is accepted, as
+    a thread stored before the limit existed may have one (#20.3).
+    """
+    addr = Address.from_config(config, bounded=False)
     if addr.checkpoint_id is None:
         raise ConfigError(
             f"{what} for thread {addr.thread_id!r} needs the config of a checkpoint "
@@ -598,20 +602,32 @@ def write_sort_key(task_path: str, task_id: str, idx: int) -> tuple[str, str, in
     return (task_path, task_id, idx)
 
 
-def check_thread_ids(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:
-    """A list of thread ids; a bare string is refused (it would be split into chars)."""
+def check_thread_ids(
+    thread_ids: Sequence[str], what: str = "thread_ids", *, bounded: bool = True
+) -> list[str]:
+    """A list of thread ids; a bare string is refused (it would be split into chars).
+
+    ``bounded=False`` (prune, delete_for_runs: deleting what is stored) accepts
+    ids past the length limit, which guards writes (#20.3).
+    """
     if isinstance(thread_ids, str | bytes):
         raise ConfigError(f"{what} must be a sequence of ids, got the string {thread_ids!r}")
     if isinstance(thread_ids, Mapping) or not isinstance(thread_ids, Iterable):
         raise ConfigError(
             f"{what} must be a sequence of ids, got {type(thread_ids).__name__} {thread_ids!r}"
         )
-    return [thread_id_text(t, f"{what}: id") for t in thread_ids]
+    limit = MAX_NAME_BYTES if bounded else None
+    return [thread_id_text(t, f"{what}: id", limit=limit) for t in thread_ids]
 
 
-def check_thread_id(thread_id: Any, what: str = "thread_id") -> str:
-    """A thread id given on its own (delete_thread, copy_thread): as text, checked."""
-    return thread_id_text(thread_id, what)
+def check_thread_id(thread_id: Any, what: str = "thread_id", *, bounded: bool = True) -> str:
+    """A thread id given on its own (delete_thread, copy_thread): as text, checked.
+
+    ``bounded=False`` (delete_thread, the source of copy_thread) accepts an id
+    past the length limit: a thread stored before the limit existed can still
+    be read and deleted; the limit guards writes (#20.3).
+    """
+    return thread_id_text(thread_id, what, limit=MAX_NAME_BYTES if bounded else None)
 
 
 def check_prune(strategy: str, keep: int) -> int:

@@ -424,7 +424,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         return join_append(snapshot, tail, where=_where(tid, ns_name, cid, channel))
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        tid, ns_name, cid = address_fields(config)
+        tid, ns_name, cid = address_fields(config, bounded=False)
         with self._lock:
             spaces = self._threads.get(tid)
             ns = spaces.get(ns_name) if spaces else None
@@ -740,13 +740,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        tid = check_thread_id(thread_id)
+        tid = check_thread_id(thread_id, bounded=False)
         with self._lock:
             self._threads.pop(tid, None)
         self._forget([tid])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        runs = set(check_thread_ids(run_ids, "run_ids"))
+        runs = set(check_thread_ids(run_ids, "run_ids", bounded=False))
         if not runs:
             return
         touched: list[str] = []
@@ -771,7 +771,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._forget(touched)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src_id = check_thread_id(source_thread_id, "source_thread_id")
+        src_id = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst_id = check_thread_id(target_thread_id, "target_thread_id")
         if src_id == dst_id:
             raise ConfigError(f"copy_thread: source and target are the same thread {src_id!r}")
@@ -799,7 +799,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         keep: int = 1,
     ) -> None:
         n = check_prune(strategy, keep)
-        tids = check_thread_ids(thread_ids)
+        tids = check_thread_ids(thread_ids, bounded=False)
         with self._lock:
             for tid in tids:
                 spaces = self._threads.get(tid)
