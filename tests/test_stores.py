@@ -29,3 +29,12 @@ def test_sqlite_urls_read_as_sqlalchemy_writes_them() -> None:
 def test_redact_url_hides_the_password_and_survives_garbage() -> None:
     assert redact_url("postgresql://u:secret@h:5/db") == "postgresql://u:***@h:5/db"
     assert "secret" not in redact_url("postgresql://u:secret@[::1/db")
+
+
+def test_a_postgres_url_reaches_libpq_as_written_less_its_schema() -> None:
+    # An empty host (the socket or host in the query) keeps its three slashes (#20.1a).
+    empty_host = "postgresql:///test?host=127.0.0.1&user=postgres"
+    assert parse_store_url(empty_host).location == empty_host
+    url = parse_store_url("postgresql:///db?host=%2Frun%2Fpg&schema=s&sslmode=require")
+    assert (url.location, url.schema) == ("postgresql:///db?host=%2Frun%2Fpg&sslmode=require", "s")
+    assert parse_store_url("postgresql://u@h/db?schema=s").location == "postgresql://u@h/db"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, shown
 from tether.ids import EMPTY_CLOCK_SEQ, uuid6
 
 __all__ = [
@@ -175,24 +175,30 @@ class Address:
     checkpoint_id: str | None = None
 
     @classmethod
-    def from_config(cls, config: Config, *, what: str = "config") -> Address:
+    def from_config(cls, config: Config, *, what: str = "config", bounded: bool = True) -> Address:
         """Read the address from a config; unrelated keys are ignored.
+
+        ``bounded=False`` (reads and deletes) accepts names past the length
+        limit, which guards writes: a thread stored before the limit existed
+        can still be read and deleted.
 
         Raises:
             ConfigError: the config has no ``configurable.thread_id`` or a field
                 has the wrong type.
         """
-        return cls(*address_fields(config, what=what))
+        return cls(*address_fields(config, what=what, bounded=bounded))
 
     @classmethod
-    def optional(cls, config: Config | None, *, what: str = "config") -> Address | None:
+    def optional(
+        cls, config: Config | None, *, what: str = "config", bounded: bool = True
+    ) -> Address | None:
         """Like :meth:`from_config`, but ``None`` or a config without a thread gives ``None``."""
         if config is None:
             return None
         conf = config.get("configurable") if isinstance(config, Mapping) else None
         if not isinstance(conf, Mapping) or conf.get("thread_id") is None:
             return None
-        return cls.from_config(config, what=what)
+        return cls.from_config(config, what=what, bounded=bounded)
 
     def has_ns(self, config: Config | None) -> bool:
         """Whether the config named a namespace explicitly (``list`` filters only then)."""
@@ -210,6 +216,16 @@ class Address:
 
     def with_id(self, checkpoint_id: str | None) -> Address:
         return Address(self.thread_id, self.checkpoint_ns, checkpoint_id)
+
+
+#: Longest thread id, checkpoint id, channel name, version or task id, in UTF-8
+#: bytes. Names are index keys on every backend, and a Postgres index row holds
+#: at most about 2,700 bytes: with these two limits the widest key (a blob's
+#: thread, namespace, channel and version) still fits, so a thread any backend
+#: stores can be copied or imported into any other.
+MAX_NAME_BYTES = 512
+#: Longest checkpoint namespace (subgraph levels ``node:task_id`` joined by ``|``).
+MAX_NS_BYTES = 1024
 
 
 def text_problem(value: str) -> str | None:
@@ -236,13 +252,16 @@ def text_problem(value: str) -> str | None:
     return f"holds U+0000 (NUL) at position {value.index(chr(0))}"
 
 
-def thread_id_text(value: Any, what: str = "thread_id") -> str:
+def thread_id_text(
+    value: Any, what: str = "thread_id", *, limit: int | None = MAX_NAME_BYTES
+) -> str:
     """A thread id as text (S1.5): a str as is, an int, float or UUID converted.
 
     (as configs always were: bools and bytes too, as ``str()`` gives them).
     Anything else (None, a list, a dict) is a ConfigError rather than its
     ``str()``, which would name a thread nobody meant. The text is checked
-    with :func:`check_text`.
+    with :func:`check_text` (``limit=None``: any length, for an id that
+    names a stored thread rather than one to write).
     """
     if type(value) is not str:
         if isinstance(value, str):
@@ -253,24 +272,15 @@ def thread_id_text(value: Any, what: str = "thread_id") -> str:
             raise ConfigError(
                 f"{what} must be a string (or an int or UUID), got {type(value).__name__} {value!r}"
             )
-    return check_text(value, what)
+    return check_text(value, what, limit)
 
 
-#: Longest thread id, checkpoint id, channel name, version or task id, in UTF-8
-#: bytes. Names are index keys on every backend, and a Postgres index row holds
-#: at most about 2,700 bytes: with these two limits the widest key (a blob's
-#: thread, namespace, channel and version) still fits, so a thread any backend
-#: stores can be copied or imported into any other.
-MAX_NAME_BYTES = 512
-#: Longest checkpoint namespace (subgraph levels ``node:task_id`` joined by ``|``).
-MAX_NS_BYTES = 1024
-
-
-def check_text(value: str, what: str, limit: int = MAX_NAME_BYTES) -> str:
+def check_text(value: str, what: str, limit: int | None = MAX_NAME_BYTES) -> str:
     """``value`` if it can be a stored name (:func:`text_problem`, at most ``limit``
-    bytes in UTF-8), else ConfigError."""
+    bytes in UTF-8; ``None``: any length), else ConfigError."""
     problem = text_problem(value)
-    if problem is None and len(value) * 4 > limit:  # a char is at most 4 bytes
+    # A char is at most 4 bytes: a shorter value is within the limit at a glance.
+    if problem is None and limit is not None and len(value) * 4 > limit:
         size = len(value) if value.isascii() else len(value.encode())
         if size > limit:
             problem = (
@@ -279,12 +289,17 @@ def check_text(value: str, what: str, limit: int = MAX_NAME_BYTES) -> str:
             )
             raise ConfigError(f"{what} {value[:40]!r}... {problem}")
     if problem is not None:
-        raise ConfigError(f"{what} {value!r} {problem}; no backend can store it")
+        raise ConfigError(f"{what} {shown(value)} {problem}; no backend can store it")
     return value
 
 
-def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, str | None]:
+def address_fields(
+    config: Config, *, what: str = "config", bounded: bool = True
+) -> tuple[str, str, str | None]:
     """``(thread_id, checkpoint_ns, checkpoint_id)`` of a config, as :meth:`Address.from_config`.
+
+    ``bounded=False``: names past the length limit are accepted (reads and
+    deletes of what is stored; the limit guards writes, issue #20.3).
 
     For savers whose every call starts here and that need the three strings,
     not an :class:`Address` (whose frozen construction costs as much again).
@@ -307,11 +322,15 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
                 and (cid is None or type(cid) is str)
                 and thread_id.isascii()
                 and "\x00" not in thread_id
-                and len(thread_id) <= MAX_NAME_BYTES
-                and (not ns or (ns.isascii() and "\x00" not in ns and len(ns) <= MAX_NS_BYTES))
+                and (not ns or (ns.isascii() and "\x00" not in ns))
+                and (cid is None or (cid.isascii() and "\x00" not in cid))
                 and (
-                    cid is None
-                    or (cid.isascii() and "\x00" not in cid and len(cid) <= MAX_NAME_BYTES)
+                    not bounded
+                    or (
+                        len(thread_id) <= MAX_NAME_BYTES
+                        and len(ns) <= MAX_NS_BYTES
+                        and (cid is None or len(cid) <= MAX_NAME_BYTES)
+                    )
                 )
             ):
                 return thread_id, ns, cid
@@ -323,7 +342,8 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
             f"{what} has no thread_id; pass "
             '{"configurable": {"thread_id": "..."}} to address a thread'
         )
-    thread_id = thread_id_text(conf["thread_id"], f"{what}: thread_id")
+    name_limit, ns_limit = (MAX_NAME_BYTES, MAX_NS_BYTES) if bounded else (None, None)
+    thread_id = thread_id_text(conf["thread_id"], f"{what}: thread_id", limit=name_limit)
     ns = conf.get("checkpoint_ns") or ""
     if not isinstance(ns, str):
         raise ConfigError(f"{what}: checkpoint_ns must be a string, got {type(ns).__name__}")
@@ -331,9 +351,9 @@ def address_fields(config: Config, *, what: str = "config") -> tuple[str, str, s
     if cid is not None and not isinstance(cid, str):
         raise ConfigError(f"{what}: checkpoint_id must be a string, got {type(cid).__name__}")
     # A str subclass (an enum's str mixin, a label type) is addressed by its text.
-    ns = check_text(str.__str__(ns), f"{what}: checkpoint_ns", MAX_NS_BYTES)
+    ns = check_text(str.__str__(ns), f"{what}: checkpoint_ns", ns_limit)
     if cid is not None:
-        cid = check_text(str.__str__(cid), f"{what}: checkpoint_id")
+        cid = check_text(str.__str__(cid), f"{what}: checkpoint_id", name_limit)
     return thread_id, ns, cid
 
 

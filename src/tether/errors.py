@@ -58,6 +58,16 @@ class TetherError(Exception):
         return self
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` for a message; a longer string as its first ``limit`` characters
+    and its size (``'abc...'... (2,800 bytes)``), so that a kilobytes-long id does not
+    fill the message it is quoted in."""
+    if isinstance(value, str) and len(value) > limit:
+        size = len(value.encode("utf-8", "surrogatepass"))
+        return f"{value[:limit]!r}... ({size:,} bytes)"
+    return repr(value)
+
+
 def describe(exc: BaseException) -> str:
     """The message of ``exc`` with its context notes, on one line (for the CLI)."""
     notes = [" ".join(str(n).split()) for n in getattr(exc, "__notes__", ())]
@@ -178,7 +188,7 @@ class DecodeError(TetherError):
 
     def _render(self) -> str:
         where = f" at `{self.path}`" if self.path and self.path != "$" else ""
-        ctx = ", ".join(f"{k}={v!r}" for k, v in self.context.items() if v is not None)
+        ctx = ", ".join(f"{k}={shown(v, 100)}" for k, v in self.context.items() if v is not None)
         return f"{self.reason}{where}" + (f" ({ctx})" if ctx else "")
 
     def with_context(self, **context: Any) -> DecodeError:

@@ -68,6 +68,7 @@ from tether.errors import (
     EncodeError,
     SchemaVersionError,
     TetherError,
+    shown,
 )
 from tether.importer import _batches, _Write
 from tether.stores import StoreURL, parse_store_url
@@ -247,7 +248,7 @@ class _PostgresTarget(_Target):
         import psycopg
         from psycopg.rows import dict_row
 
-        from tether.backends.postgres._errors import translate
+        from tether.backends.postgres._errors import connect_failed, translate
         from tether.backends.postgres._sql import check_schema_name
 
         self._psycopg = psycopg
@@ -264,7 +265,8 @@ class _PostgresTarget(_Target):
                 connect_timeout=10,
             )
         except psycopg.Error as exc:
-            raise translate(exc, f"connecting to {self.where}") from exc
+            # One line naming the server: an export is a one-shot run (#20.1c).
+            raise connect_failed(url.location, str(url), exc) from exc
         try:
             self.call("creating the tables", self._open, PostgresSaver)
         except BaseException:
@@ -468,7 +470,7 @@ class _Exporter:
             new_versions = versions
         else:
             new_versions = {c: v for c, v in versions.items() if parent_versions.get(c) != v}
-        what = f"checkpoint {cid} of thread {thread_id!r}"
+        what = f"checkpoint {cid} of thread {shown(thread_id)}"
         try:
             self.target.call(
                 f"writing {what}",
@@ -508,9 +510,9 @@ def _parent_id(tup: CheckpointTuple) -> str | None:
 
 
 def _names(thread_ids: Sequence[str], limit: int = 10) -> str:
-    shown = ", ".join(map(repr, thread_ids[:limit]))
+    listed = ", ".join(map(shown, thread_ids[:limit]))
     more = len(thread_ids) - limit
-    return shown + (f" and {more} more" if more > 0 else "")
+    return listed + (f" and {more} more" if more > 0 else "")
 
 
 def export_store(
@@ -608,12 +610,14 @@ def _export(
         try:
             with out.thread_scope():
                 if thread_id in replace:
-                    out.call(f"deleting thread {thread_id!r}", out.saver.delete_thread, thread_id)
+                    out.call(
+                        f"deleting thread {shown(thread_id)}", out.saver.delete_thread, thread_id
+                    )
                 summary.namespaces += exporter.thread(thread_id)
         except (DecodeError, SchemaVersionError, EncodeError, CheckpointNotFound):
             raise
         except TetherError as exc:
-            exc.add_context(f"exporting thread {thread_id!r}")
+            exc.add_context(f"exporting thread {shown(thread_id)}")
             raise
         summary.threads += 1
         summary.thread_ids.append(thread_id)

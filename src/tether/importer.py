@@ -57,22 +57,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.base import BaseCheckpointSaver
-from tether.checkpoint import WRITES_IDX_MAP, make_config
+from tether.checkpoint import WRITES_IDX_MAP, make_config, thread_id_text
 from tether.errors import (
     ConfigError,
     DecodeError,
     SchemaVersionError,
     StorageError,
     TetherError,
+    shown,
 )
 from tether.serde.base import SerializerProtocol
 from tether.stores import StoreURL, parse_store_url
 
 __all__ = [
     "ImportSummary",
+    "OfficialSource",
     "ProgressCallback",
     "StoreURL",
     "import_store",
+    "open_source",
     "parse_store_url",
     "source_serializer",
 ]
@@ -134,7 +137,12 @@ class _Record:
     writes: list[_Write]
 
 
-class _Source(Protocol):
+class OfficialSource(Protocol):
+    """An official store opened for reading (:func:`open_source`); close it when done."""
+
+    url: StoreURL
+    serde: SerializerProtocol
+
     def thread_ids(self) -> list[str]: ...
 
     def count(self, thread_ids: Sequence[str]) -> int: ...
@@ -194,6 +202,7 @@ class _OfficialSqlite:
         from tether.backends.sqlite._conn import translate_errors
 
         self._translate = translate_errors
+        self.url = url
         path = Path(url.location).expanduser()
         self.where = str(path)
         if not path.is_file():
@@ -278,7 +287,7 @@ class _OfficialSqlite:
                 )
                 if not isinstance(ckpt, dict):
                     raise StorageError(
-                        f"{self.where}: checkpoint {cid} of thread {thread_id!r} decoded to "
+                        f"{self.where}: checkpoint {cid} of thread {shown(thread_id)} decoded to "
                         f"{type(ckpt).__name__}, not a checkpoint dict"
                     )
                 writes = [
@@ -349,11 +358,12 @@ class _OfficialPostgres:
             raise ConfigError(
                 f"reading {url} needs psycopg: pip install 'tether[postgres]' ({exc})"
             ) from exc
-        from tether.backends.postgres._errors import translate
+        from tether.backends.postgres._errors import connect_failed, translate
         from tether.backends.postgres._sql import check_schema_name
 
         self._psycopg = psycopg
         self._translate = translate
+        self.url = url
         self.schema = check_schema_name(url.schema)
         self.where = f"{url} (schema {self.schema})"
         self.serde = serde
@@ -361,7 +371,8 @@ class _OfficialPostgres:
             self.conn = psycopg.connect(url.location, connect_timeout=10)
             self.conn.read_only = True
         except psycopg.Error as exc:
-            raise translate(exc, f"connecting to {self.where}") from exc
+            # One line naming the server: an import is a one-shot run (#20.1c).
+            raise connect_failed(url.location, str(url), exc) from exc
         try:
             self._check()
         except BaseException:
@@ -450,7 +461,8 @@ class _OfficialPostgres:
                         _migrate_v3(record.checkpoint, None)
                     yield record
         except self._psycopg.Error as exc:
-            raise self._translate(exc, f"reading thread {thread_id!r} of {self.where}") from exc
+            what = f"reading thread {shown(thread_id)} of {self.where}"
+            raise self._translate(exc, what) from exc
         finally:
             if not self.conn.closed:
                 self.conn.rollback()
@@ -461,7 +473,7 @@ class _OfficialPostgres:
         w_tasks, w_paths, w_idxs, w_channels, w_types, w_blobs = row[8:14]
         if not isinstance(ckpt, dict):
             raise StorageError(
-                f"{self.where}: checkpoint {cid} of thread {thread_id!r} is not a JSON object"
+                f"{self.where}: checkpoint {cid} of thread {shown(thread_id)} is not a JSON object"
             )
         values = dict(ckpt.get("channel_values") or {})
         for channel, tag, data in zip(b_channels or (), b_types or (), b_blobs or (), strict=True):
@@ -530,10 +542,25 @@ def source_serializer(allowlist: Collection[tuple[str, ...]] = ()) -> Serializer
     return langgraph_serializer(allowlist)
 
 
-def _open_source(url: StoreURL, serde: SerializerProtocol) -> _Source:
+def _open_source(url: StoreURL, serde: SerializerProtocol) -> OfficialSource:
     if url.kind == "postgres":
         return _OfficialPostgres(url, serde)
     return _OfficialSqlite(url, serde)
+
+
+def open_source(source_url: str, *, allowlist: Collection[tuple[str, ...]] = ()) -> OfficialSource:
+    """Open and check the official store ``source_url`` (read only), for :func:`import_store`.
+
+    ``tether import`` opens its source with this before it creates the target,
+    so a source that is missing, not an official store or unreachable creates
+    nothing. The caller closes it.
+
+    Raises:
+        ConfigError: a bad name, or not an official store.
+        StorageUnavailable: the Postgres server cannot be reached.
+    """
+    url = parse_store_url(source_url)
+    return _open_source(url, source_serializer(allowlist))
 
 
 def _target(saver: Any) -> BaseCheckpointSaver:
@@ -605,7 +632,7 @@ def _replay(
 
 
 def import_store(
-    source_url: str,
+    source_url: str | OfficialSource,
     target_saver: Any,
     *,
     threads: Iterable[str] | None = None,
@@ -617,7 +644,8 @@ def import_store(
     Args:
         source_url: the official store: a file path or ``sqlite:///path``
             (langgraph-checkpoint-sqlite), or ``postgresql://...`` with an
-            optional ``?schema=`` (langgraph-checkpoint-postgres). Read only.
+            optional ``?schema=`` (langgraph-checkpoint-postgres), or a store
+            :func:`open_source` opened (left open). Read only.
         target_saver: any tether saver (or a :mod:`tether.langgraph` drop-in,
             whose tether saver is used).
         threads: only these thread ids (default: every thread). An id the
@@ -635,12 +663,17 @@ def import_store(
             message names thread, checkpoint and value; pass ``allowlist``).
         StorageError: reading the source or writing the target failed.
     """
-    url = parse_store_url(source_url)
     target = _target(target_saver)
     extra = {tuple(x) for x in allowlist}
     extra |= set(getattr(target.serde, "allowlist", ()) or ())
     serde = source_serializer(sorted(extra))
-    source = _open_source(url, serde)
+    if isinstance(source_url, str):
+        url = parse_store_url(source_url)
+        source = _open_source(url, serde)
+        owned = True
+    else:
+        source, url, owned = source_url, source_url.url, False
+        source.serde = serde
     try:
         available = source.thread_ids()
         if threads is None:
@@ -651,10 +684,18 @@ def import_store(
             unknown = [t for t in chosen if t not in known]
             if unknown:
                 raise ConfigError(
-                    f"{url} has no thread {', '.join(map(repr, unknown))}; "
+                    f"{url} has no thread {', '.join(map(shown, unknown))}; "
                     f"it has {len(available)} thread(s)"
-                    + (f", e.g. {', '.join(map(repr, available[:3]))}" if available else "")
+                    + (f", e.g. {', '.join(map(shown, available[:3]))}" if available else "")
                 )
+        for thread_id in chosen:
+            # Before anything is written: an id longer than any backend keeps (#20.3).
+            try:
+                thread_id_text(thread_id, "thread id")
+            except ConfigError as exc:
+                raise exc.add_context(
+                    f"a thread of {url}; import the others by naming them (tether import -t)"
+                ) from None
         summary = ImportSummary(str(url), url.kind)
         total = source.count(chosen) if chosen else 0
         if progress is not None:
@@ -672,7 +713,7 @@ def import_store(
                     if not isinstance(exc, DecodeError | SchemaVersionError):
                         exc.add_context(
                             f"importing checkpoint {record.checkpoint.get('id')} of thread "
-                            f"{thread_id!r}"
+                            f"{shown(thread_id)}"
                         )
                     raise
                 stored[(record.ns, record.checkpoint["id"])] = dict(
@@ -688,4 +729,5 @@ def import_store(
             summary.thread_ids.append(thread_id)
         return summary
     finally:
-        source.close()
+        if owned:
+            source.close()

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from tether.errors import ConfigError
 
@@ -72,17 +72,25 @@ def _postgres(text: str) -> StoreURL:
             f"{redact_url(text)} is not a valid Postgres URL ({exc}); write it as "
             "postgresql://user@host:port/database (an IPv6 host in brackets: [::1])"
         ) from None
-    query = parse_qsl(parts.query, keep_blank_values=True)
     schema = "public"
-    rest = []
-    for key, value in query:
-        if key == SCHEMA_PARAM:
-            schema = value
+    kept = []
+    # Only tether's ?schema= is taken out; the rest of the text goes to libpq as
+    # written. Rebuilding it with urlunsplit would turn an empty host
+    # (postgresql:///db?host=/run/postgresql) into postgresql:/db, which libpq
+    # does not read as a URL (issue #20.1a).
+    for item in parts.query.split("&") if parts.query else ():
+        pairs = parse_qsl(item, keep_blank_values=True)
+        if pairs and pairs[0][0] == SCHEMA_PARAM:
+            schema = pairs[0][1]
         else:
-            rest.append((key, value))
+            kept.append(item)
     if not schema:
         raise ConfigError(f"{redact_url(text)}: ?schema= needs a Postgres schema name")
-    location = urlunsplit(parts._replace(query=urlencode(rest)))
+    location = text
+    if parts.query:
+        head = text[: text.index("?")]
+        tail = text[text.index("?") + 1 + len(parts.query) :]  # a #fragment, if any
+        location = head + ("?" + "&".join(kept) if kept else "") + tail
     return StoreURL("postgres", location, schema, text)
 
 

@@ -370,6 +370,32 @@ def test_names_at_the_length_limit_are_stored_and_copied_by_every_backend(
             saver.put_writes(stored, [("c", 1)], task + "x")
         saver.delete_thread(tid)
         saver.delete_thread(copy_to)
+        # run_id is an index key too (Postgres indexes metadata ->> 'run_id'):
+        # the same limit, from metadata or from the config (#20.3)
+        run = _incompressible(MAX_NAME_BYTES, 7)
+        saver.put({"configurable": {"thread_id": tid}}, dict(cp), {"run_id": run}, {})
+        saver.delete_for_runs([run])
+        assert saver.get_tuple({"configurable": {"thread_id": tid}}) is None, name
+        long_run = _incompressible(2800, 8)
+        for conf, meta in (
+            ({"configurable": {"thread_id": tid}}, {"run_id": long_run}),
+            ({"configurable": {"thread_id": tid, "run_id": long_run}}, {}),
+            ({"configurable": {"thread_id": tid}}, {"run_id": [long_run]}),
+        ):
+            with pytest.raises(ConfigError, match=r"run_id .* bytes long") as info:
+                saver.put(conf, dict(cp), meta, {})
+            assert long_run not in str(info.value)  # quoted in part, not whole
+        assert saver.get_tuple({"configurable": {"thread_id": tid}}) is None, name
+        # reads and deletes take an id of any length: the limit guards writes, and a
+        # store written before it may hold a longer one (#20.3)
+        past = _incompressible(3000, 9)
+        assert saver.get_tuple({"configurable": {"thread_id": past}}) is None, name
+        assert list(saver.list({"configurable": {"thread_id": past, "checkpoint_ns": ns}})) == []
+        saver.delete_thread(past)
+        saver.prune([past], strategy="delete")
+        saver.delete_for_runs([long_run])
+        with pytest.raises(ConfigError, match="bytes long"):
+            saver.copy_thread(past, past + "x")
 
 
 async def _aoutcome(coro: Any) -> tuple[str, Any]:

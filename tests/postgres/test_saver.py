@@ -442,9 +442,9 @@ async def test_a_connection_without_autocommit_commits_every_operation(
 async def test_a_key_too_large_for_an_index_is_a_config_error(mode: str, pg_dsn: str) -> None:
     """ProgramLimitExceeded is an OperationalError to psycopg, but no connection failed.
 
-    It used to surface as StorageUnavailable ("retry") and was retried once. Names are
-    bounded below what an index row holds (MAX_NAME_BYTES), but metadata's run_id is
-    indexed too and has no bound of its own.
+    It used to surface as StorageUnavailable ("retry") and was retried once. Names and
+    run_id are bounded below what an index row holds (MAX_NAME_BYTES, checked before
+    Postgres is asked, #20.3); an index of the user's own on a metadata key is not.
     """
     import os
 
@@ -452,14 +452,19 @@ async def test_a_key_too_large_for_an_index_is_a_config_error(mode: str, pg_dsn:
 
     from tether.backends.postgres._errors import is_retryable
 
-    from .conftest import aurl_saver
+    from .conftest import aurl_saver, fresh_schema
 
-    async with aurl_saver(pg_dsn) as saver:
-        # Names are limited to 512 bytes before they reach Postgres; a run_id is
-        # metadata, and its index entry is what overflows here.
+    schema = fresh_schema()
+    async with aurl_saver(pg_dsn, schema) as saver:
         huge = os.urandom(8000).hex()  # 16,000 characters that do not compress
         cp = checkpoint({"a": 1}, {"a": "1"})
-        meta = {"run_id": huge}
+        # run_id is indexed by tether: refused by the name limit, as on every backend
+        with pytest.raises(ConfigError, match="bytes long") as info:
+            await call(mode, saver, "put", make_config("t"), cp, {"run_id": huge}, {"a": "1"})
+        assert info.value.__cause__ is None
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE INDEX ON \"{schema}\".tether_checkpoints ((metadata ->> 'k'))")
+        meta = {"k": huge}
         with pytest.raises(ConfigError, match="too large for Postgres") as info:
             await call(mode, saver, "put", make_config("t"), cp, meta, {"a": "1"})
         assert isinstance(info.value.__cause__, pg_errors.ProgramLimitExceeded)

@@ -46,6 +46,7 @@ __all__ = [
     "check_limit",
     "check_list_args",
     "check_prune",
+    "check_run_id",
     "check_thread_id",
     "check_thread_ids",
     "checkpoint_address",
@@ -175,7 +176,33 @@ def merge_metadata(config: Config, metadata: CheckpointMetadata) -> dict[str, An
                 or (isinstance(v, float) and math.isfinite(v))
             ):
                 out[_meta_text(key, "key from the config")] = v
+    run_id = out.get("run_id")
+    if run_id is not None:
+        check_run_id(run_id)
     return out
+
+
+def check_run_id(run_id: Any) -> None:
+    """A metadata ``run_id`` every backend can store: at most :data:`MAX_NAME_BYTES`.
+
+    It is an index key as names are (Postgres indexes ``metadata ->> 'run_id'``
+    for ``delete_for_runs``; SQLite its ``run_id`` column), so the same limit
+    holds on every backend (issue #20.3): before it, memory and SQLite stored a
+    run_id Postgres refused. A value that is not a string is measured as the
+    JSON text Postgres indexes.
+    """
+    if type(run_id) is str:
+        if len(run_id) * 4 > MAX_NAME_BYTES:  # a char is at most 4 bytes
+            check_text(run_id, "metadata run_id")
+        return
+    text = json.dumps(run_id, ensure_ascii=False)
+    size = len(text.encode())
+    if size > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"metadata run_id {text[:40]}... is {size:,} bytes long as JSON; every backend "
+            f"keeps run_id as an index key, at most {MAX_NAME_BYTES:,} bytes (UTF-8); use a "
+            "shorter run_id, or a hash of a long one"
+        )
 
 
 def _plain_metadata(metadata: Mapping[Any, Any]) -> dict[str, Any] | None:
@@ -224,7 +251,7 @@ def check_list_args(
     Every backend calls this when ``list`` is called (not at the first item),
     so bad input fails at the call.
     """
-    addr = Address.optional(config)
+    addr = Address.optional(config, bounded=False)  # a read: any stored id (#20.3)
     want = check_filter(filter)
     limit = check_limit(limit)
     before_id = None if before is None else before_checkpoint_id(before)
@@ -497,8 +524,12 @@ class WriteRow:
 
 
 def checkpoint_address(config: Config, what: str) -> Address:
-    """The address of one stored checkpoint; ``what`` (a method) needs its id in ``config``."""
-    addr = Address.from_config(config)
+    """The address of one stored checkpoint; ``what`` (a method) needs its id in ``config``.
+
+    For reads (``get_writes``): a name past the length limit is accepted, as
+    a thread stored before the limit existed may have one (#20.3).
+    """
+    addr = Address.from_config(config, bounded=False)
     if addr.checkpoint_id is None:
         raise ConfigError(
             f"{what} for thread {addr.thread_id!r} needs the config of a checkpoint "
@@ -561,20 +592,32 @@ def index_writes(
     return list(rows.values())
 
 
-def check_thread_ids(thread_ids: Sequence[str], what: str = "thread_ids") -> list[str]:
-    """A list of thread ids; a bare string is refused (it would be split into chars)."""
+def check_thread_ids(
+    thread_ids: Sequence[str], what: str = "thread_ids", *, bounded: bool = True
+) -> list[str]:
+    """A list of thread ids; a bare string is refused (it would be split into chars).
+
+    ``bounded=False`` (prune, delete_for_runs: deleting what is stored) accepts
+    ids past the length limit, which guards writes (#20.3).
+    """
     if isinstance(thread_ids, str | bytes):
         raise ConfigError(f"{what} must be a sequence of ids, got the string {thread_ids!r}")
     if isinstance(thread_ids, Mapping) or not isinstance(thread_ids, Iterable):
         raise ConfigError(
             f"{what} must be a sequence of ids, got {type(thread_ids).__name__} {thread_ids!r}"
         )
-    return [thread_id_text(t, f"{what}: id") for t in thread_ids]
+    limit = MAX_NAME_BYTES if bounded else None
+    return [thread_id_text(t, f"{what}: id", limit=limit) for t in thread_ids]
 
 
-def check_thread_id(thread_id: Any, what: str = "thread_id") -> str:
-    """A thread id given on its own (delete_thread, copy_thread): as text, checked."""
-    return thread_id_text(thread_id, what)
+def check_thread_id(thread_id: Any, what: str = "thread_id", *, bounded: bool = True) -> str:
+    """A thread id given on its own (delete_thread, copy_thread): as text, checked.
+
+    ``bounded=False`` (delete_thread, the source of copy_thread) accepts an id
+    past the length limit: a thread stored before the limit existed can still
+    be read and deleted; the limit guards writes (#20.3).
+    """
+    return thread_id_text(thread_id, what, limit=MAX_NAME_BYTES if bounded else None)
 
 
 def check_prune(strategy: str, keep: int) -> int:

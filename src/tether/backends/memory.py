@@ -200,7 +200,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         )
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        addr = Address.from_config(config)
+        addr = Address.from_config(config, bounded=False)
         with self._lock:
             read = self._read(addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
         return None if read is None else self._assemble(read)
@@ -327,13 +327,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        tid = check_thread_id(thread_id)
+        tid = check_thread_id(thread_id, bounded=False)
         with self._lock:
             self._threads.pop(tid, None)
         self._forget([tid])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        runs = set(check_thread_ids(run_ids, "run_ids"))
+        runs = set(check_thread_ids(run_ids, "run_ids", bounded=False))
         touched: list[str] = []
         with self._lock:
             for tid, spaces in list(self._threads.items()):
@@ -353,7 +353,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._forget(touched)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src = check_thread_id(source_thread_id, "source_thread_id")
+        src = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
@@ -378,7 +378,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         keep: int = 1,
     ) -> None:
         n = check_prune(strategy, keep)
-        tids = check_thread_ids(thread_ids)
+        tids = check_thread_ids(thread_ids, bounded=False)
         with self._lock:
             for tid in tids:
                 spaces = self._threads.get(tid)

@@ -30,9 +30,16 @@ from tether import __version__
 from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import HeadInfo, Store, ThreadInfo, opened, same_store
-from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError, describe
+from tether.errors import (
+    CheckpointNotFound,
+    ConfigError,
+    DecodeError,
+    TetherError,
+    describe,
+    shown,
+)
 from tether.exporter import ExportSummary, export_store
-from tether.importer import ImportSummary, import_store
+from tether.importer import ImportSummary, OfficialSource, import_store, open_source
 from tether.serde import parse_allowlist
 from tether.stores import parse_store_url
 
@@ -156,7 +163,7 @@ def _require_thread(store: Store, thread_id: str) -> ThreadInfo:
     info = store.thread(thread_id)
     if info is None:
         raise CheckpointNotFound(
-            f"thread {thread_id!r} not found in {store.url}; `tether threads {store.url}` "
+            f"thread {shown(thread_id)} not found in {store.url}; `tether threads {store.url}` "
             "lists the threads"
         )
     return info
@@ -354,7 +361,7 @@ def _find(st: Store, thread: str, cid: str | None, ns: str | None) -> Checkpoint
         where = f" in namespace {ns!r}" if ns else ""
         what = f"checkpoint {cid}" if cid else "no checkpoint"
         raise CheckpointNotFound(
-            f"{what} of thread {thread!r}{where} not found in {st.url}; "
+            f"{what} of thread {shown(thread)}{where} not found in {st.url}; "
             f"`tether history {st.url} {thread}` lists them"
         )
     return tup
@@ -534,7 +541,9 @@ def delete(store: str, thread: str, yes: bool) -> None:
     """Delete THREAD from STORE: every namespace, checkpoint, value and write."""
     with opened(store) as st:
         info = _require_thread(st, thread)
-        _confirm(f"Delete thread {thread!r} ({info.checkpoints} checkpoint(s)) from {store}?", yes)
+        _confirm(
+            f"Delete thread {shown(thread)} ({info.checkpoints} checkpoint(s)) from {store}?", yes
+        )
         st.saver.delete_thread(thread)
     _out().print(f"deleted thread {escape(thread)} ({info.checkpoints} checkpoint(s))")
 
@@ -577,6 +586,41 @@ def _summary_table(summary: ImportSummary, target: str) -> Table:
     return table
 
 
+def _import(
+    reader: OfficialSource,
+    st: Store,
+    thread_ids: tuple[str, ...],
+    progress: bool,
+    allow: tuple[tuple[str, str], ...],
+) -> ImportSummary:
+    threads = thread_ids or None
+    if not progress:
+        return import_store(reader, st.saver, threads=threads, allowlist=allow)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn("importing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("checkpoints"),
+        TimeRemainingColumn(),
+        console=_err(),
+    )
+    task = bar.add_task("import", total=None)
+
+    def report(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        return import_store(reader, st.saver, threads=threads, progress=report, allowlist=allow)
+
+
 @cli.command(name="import", epilog=_STORE_HELP)
 @click.argument("source")
 @click.argument("target")
@@ -613,35 +657,14 @@ def import_(
     # One SQLite file may hold both: LangGraph's tables are read, tether's written.
     if same_store(src, dst) and src.kind != "sqlite":
         raise ConfigError(f"source and target are the same store ({source}); name a new target")
-    with opened(target, create=True, allowlist=allow) as st:
-        if progress:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-
-            bar = Progress(
-                TextColumn("importing"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("checkpoints"),
-                TimeRemainingColumn(),
-                console=_err(),
-            )
-            task = bar.add_task("import", total=None)
-
-            def report(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            with bar:
-                summary = import_store(
-                    source, st.saver, threads=thread_ids or None, progress=report, allowlist=allow
-                )
-        else:
-            summary = import_store(source, st.saver, threads=thread_ids or None, allowlist=allow)
+    # The source is opened and checked first: a missing, unreachable or
+    # non-official source creates no target (#20.1c).
+    reader = open_source(source, allowlist=allow)
+    try:
+        with opened(target, create=True, allowlist=allow) as st:
+            summary = _import(reader, st, thread_ids, progress, allow)
+    finally:
+        reader.close()
     if as_json:
         _print_json({**summary.as_dict(), "target": target})
         return

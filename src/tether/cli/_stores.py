@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
-from tether.errors import ConfigError, StorageUnavailable, TetherError
+from tether.errors import (
+    ConfigError,
+    SchemaVersionError,
+    StorageUnavailable,
+    TetherError,
+    shown,
+)
 from tether.importer import source_serializer
 from tether.stores import StoreURL, parse_store_url
 
@@ -430,7 +436,7 @@ ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
 LIMIT %(limit)s
 """  # noqa: S608 -- the schema is a checked identifier; values are parameters
         rows = self._rows(
-            f"reading the history of thread {thread_id!r}",
+            f"reading the history of thread {shown(thread_id)}",
             query,
             {"t": thread_id, "ns": ns, "cid": checkpoint_id, "limit": limit},
         )
@@ -470,30 +476,75 @@ def _pg_has(conn: Any, schema: str, table: str) -> bool:
 
 
 def _connect_failed(url: StoreURL, exc: Exception) -> StorageUnavailable:
-    """One line saying what could not be reached (issue #20.1c), password hidden.
+    """One line saying what could not be reached (issue #20.1c), password hidden."""
+    from tether.backends.postgres._errors import connect_failed
 
-    A one-shot command has no pool to recover, so the advice is the URL and the server.
-    """
+    return connect_failed(url.location, str(url), exc)
+
+
+def _pg_version(conn: Any, url: StoreURL, schema: str) -> int:
+    """The tether schema version recorded in ``schema`` (0: none recorded)."""
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict
+
+    from tether.backends.postgres import _schema
+    from tether.backends.postgres._errors import translate
 
     try:
-        params = conninfo_to_dict(url.location)
-    except psycopg.Error:  # the URL was parsed once; show what can be shown
-        params = {}
-    env = os.environ
-    host = params.get("host") or env.get("PGHOST") or "localhost"
-    port = params.get("port") or env.get("PGPORT") or "5432"
-    user = params.get("user") or env.get("PGUSER") or ""
-    dbname = params.get("dbname") or env.get("PGDATABASE") or user or "(default)"
-    reason = " ".join(str(exc).split())  # libpq's multi-line text on one line
-    return StorageUnavailable(
-        f"cannot connect to Postgres at host {host} port {port}, database {dbname} "
-        f"({url}): {reason}; check the URL and that the server is running"
-    )
+        row = conn.execute(_schema.CURRENT_VERSION.format(schema=f'"{schema}"')).fetchone()
+    except psycopg.Error as exc:
+        raise translate(exc, f"reading the schema version of {url}") from exc
+    return int(row[0] if row and row[0] is not None else 0)
 
 
-def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]]) -> Store:
+def _check_readable(conn: Any, url: StoreURL, schema: str) -> None:
+    """A store a read-only command may read as it is: the version this tether reads.
+
+    Read-only commands never create or migrate (issue #18.5): an older store is
+    refused, not read, because the queries here and the saver's reads expect
+    the current tables (a table or column added since would be missing).
+    """
+    from tether.backends.postgres._schema import SCHEMA_VERSION
+
+    found = _pg_version(conn, url, schema)
+    if found == 0:
+        raise ConfigError(
+            f"no tether store in schema {schema!r} of {url} (tether_migrations records no "
+            "version); check the URL and ?schema=, or create one with `tether import`"
+        )
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"schema {schema!r} of {url} is at tether schema version {found}, newer than "
+            f"version {SCHEMA_VERSION} this tether supports; upgrade tether (nothing was changed)",
+            found=found,
+            supported=SCHEMA_VERSION,
+        )
+    if found < SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"schema {schema!r} of {url} is at tether schema version {found} and this tether "
+            f"reads version {SCHEMA_VERSION}; threads, history, show and stats never migrate "
+            "a store. Migrate it once, by a command that writes to it (tether prune, delete "
+            "or copy) or with PostgresSaver.from_conn_string(url).setup(), then read it "
+            "(nothing was changed)",
+            found=found,
+            supported=SCHEMA_VERSION,
+        )
+
+
+def _read_only_options(location: str) -> str:
+    """libpq ``options`` for a connection on which Postgres refuses every write.
+
+    The URL's own ``options`` (or ``PGOPTIONS``) are kept: the keyword given to
+    ``connect`` replaces them.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(location).get("options") or os.environ.get("PGOPTIONS") or ""
+    return f"{given} -c default_transaction_read_only=on".strip()
+
+
+def _open_postgres(
+    url: StoreURL, *, create: bool, allowlist: Collection[tuple[str, ...]], read_only: bool
+) -> Store:
     try:
         import psycopg
 
@@ -505,10 +556,14 @@ def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[s
             f"{url} needs the Postgres driver: pip install 'tether[postgres]' ({exc})"
         ) from exc
     schema = check_schema_name(url.schema)
+    read_only = read_only and not create
+    # A read-only command's connections refuse writes: nothing it runs can
+    # create, migrate or change the store (#18.5).
+    extra: dict[str, Any] = {"options": _read_only_options(url.location)} if read_only else {}
     try:
         # A connection of its own, opened first: a wrong URL fails here at once,
         # not after the pool's wait for a connection.
-        conn = psycopg.connect(url.location, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(url.location, autocommit=True, connect_timeout=10, **extra)
     except psycopg.Error as exc:
         raise _connect_failed(url, exc) from exc
     try:
@@ -529,6 +584,8 @@ def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[s
                 f"no tether store in schema {schema!r} of {url} (no tether_migrations table); "
                 "check the URL and ?schema=, or create one with `tether import`"
             )
+        if read_only:
+            _check_readable(conn, url, schema)
         # LangGraph's tables may sit beside tether's (distinct names): the CLI
         # works on tether's and leaves them alone (`tether import` reads them).
         saver = PostgresSaver.from_conn_string(
@@ -537,12 +594,14 @@ def _open_postgres(url: StoreURL, *, create: bool, allowlist: Collection[tuple[s
             pool_size=2,
             serde=source_serializer(allowlist),
             import_official=False,
+            connect_kwargs=extra,
         )
-        try:
-            saver.setup()
-        except BaseException:
-            saver.close()
-            raise
+        if not read_only:
+            try:
+                saver.setup()
+            except BaseException:
+                saver.close()
+                raise
     except BaseException:
         conn.close()
         raise
@@ -568,11 +627,13 @@ def open_store(
         allowlist: extra ``(module, name)`` types stored values may have, on
             top of LangGraph's own.
         read_only: the command only reads: a SQLite store is opened
-            read-only (never migrated, nothing written).
+            read-only, a Postgres one on connections that refuse writes, and
+            neither is created or migrated (an older store is a
+            :class:`~tether.errors.SchemaVersionError`).
     """
     url = parse_store_url(name)
     if url.kind == "postgres":
-        return _open_postgres(url, create=create, allowlist=allowlist)
+        return _open_postgres(url, create=create, allowlist=allowlist, read_only=read_only)
     return _open_sqlite(url, create=create, allowlist=allowlist, read_only=read_only)
 
 

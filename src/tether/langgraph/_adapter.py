@@ -182,7 +182,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
                 from the writes or snapshot of a checkpoint of these runs
                 (nothing is deleted then).
         """
-        runs = check_thread_ids(run_ids, "run_ids")
+        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if runs:
             wanted = set(runs)
             threads = dict.fromkeys(
@@ -224,7 +224,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
             keep: how many to keep with ``"keep_last"``.
         """
         chosen = _strategy(strategy)
-        tids, n = check_thread_ids(thread_ids), check_prune(chosen, keep)
+        tids, n = check_thread_ids(thread_ids, bounded=False), check_prune(chosen, keep)
         if n == 0:
             self.saver.prune(tids, strategy=chosen, keep=keep)
             return
@@ -284,7 +284,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""
-        runs = check_thread_ids(run_ids, "run_ids")
+        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if runs:
             wanted = set(runs)
             threads: dict[str, None] = {}
@@ -310,7 +310,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Async :meth:`prune`."""
         chosen = _strategy(strategy)
-        tids, n = check_thread_ids(thread_ids), check_prune(chosen, keep)
+        tids, n = check_thread_ids(thread_ids, bounded=False), check_prune(chosen, keep)
         if n == 0:
             await self.saver.aprune(tids, strategy=chosen, keep=keep)
             return

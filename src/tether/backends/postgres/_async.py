@@ -89,6 +89,7 @@ from tether.errors import (
     StorageUnavailable,
     TetherError,
     ThreadBusyError,
+    shown,
 )
 from tether.serde.base import SerializerProtocol
 
@@ -302,7 +303,7 @@ class _AsyncPostgresCore:
     # --- reads ------------------------------------------------------------------------
 
     async def aget_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
-        addr = Address.from_config(config)
+        addr = Address.from_config(config, bounded=False)
         if addr.checkpoint_id is not None:
             query = self._sql.get_by_id
             params: tuple[str, ...] = (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
@@ -466,8 +467,8 @@ class _AsyncPostgresCore:
             self._appends.forget_threads(thread_ids)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        tid = check_thread_id(thread_id)
-        await self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
+        tid = check_thread_id(thread_id, bounded=False)
+        await self._execute(f"delete_thread {shown(tid)}", self._sql.delete_thread, {"t": tid})
         self._forget([tid])
 
     async def _async_sweep(self, conn: AsyncConnection[Any], threads: Sequence[str]) -> None:
@@ -477,7 +478,7 @@ class _AsyncPostgresCore:
             await conn.execute(self._sql.sweep_blobs, params)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        runs = check_thread_ids(run_ids, "run_ids")
+        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if not runs:
             return
 
@@ -491,16 +492,16 @@ class _AsyncPostgresCore:
         await self._run(f"delete_for_runs {runs!r}", op)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src = check_thread_id(source_thread_id, "source_thread_id")
+        src = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
-            raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
-        what = f"copy_thread {src!r} -> {dst!r}"
+            raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
+        what = f"copy_thread {shown(src)} -> {shown(dst)}"
         await self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)
-        tids = sorted(set(check_thread_ids(thread_ids)))
+        tids = sorted(set(check_thread_ids(thread_ids, bounded=False)))
         if not tids:
             return
 

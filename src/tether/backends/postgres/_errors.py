@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolClosed, PoolTimeout
 
 from tether.errors import (
@@ -15,7 +18,7 @@ from tether.errors import (
     TetherError,
 )
 
-__all__ = ["is_retryable", "translate"]
+__all__ = ["connect_failed", "is_retryable", "translate"]
 
 
 # What the server says (no SQLSTATE reaches the client at connect time) when a
@@ -26,6 +29,30 @@ _REFUSED_CONNECTION = (
     "no pg_hba.conf entry",
     "role is not permitted to log in",
 )
+
+
+def connect_failed(location: str, shown: str, exc: Exception) -> StorageUnavailable:
+    """One line saying which server could not be reached, for a one-shot connection.
+
+    A CLI command, an import or an export opens a connection of its own and has
+    no pool to recover (issue #20.1c): the advice is the URL and the server, not
+    a retry. ``location`` is the libpq URL or DSN (read for host, port and
+    database); ``shown`` names the store in the message (its password hidden).
+    """
+    try:
+        params = conninfo_to_dict(location)
+    except psycopg.Error:  # the name was parsed once; show what can be shown
+        params = {}
+    env = os.environ
+    host = params.get("host") or env.get("PGHOST") or "localhost"
+    port = params.get("port") or env.get("PGPORT") or "5432"
+    user = params.get("user") or env.get("PGUSER") or ""
+    dbname = params.get("dbname") or env.get("PGDATABASE") or user or "(default)"
+    reason = " ".join(str(exc).split())  # libpq's multi-line text on one line
+    return StorageUnavailable(
+        f"cannot connect to Postgres at host {host} port {port}, database {dbname} "
+        f"({shown}): {reason}; check the URL and that the server is running"
+    )
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -72,8 +99,8 @@ def translate(exc: psycopg.Error, what: str) -> TetherError:
         # than Postgres can take, so the same call would fail again.
         return ConfigError(
             f"{what}: a value is too large for Postgres ({detail}); an index entry holds "
-            "at most about 2,700 bytes, so a metadata run_id that long (and incompressible) "
-            "cannot be stored"
+            "at most about 2,700 bytes: tether bounds the names and run_id it indexes, so "
+            "look for an index of your own on a value this long (drop it, or index a hash)"
         )
     if isinstance(exc, pg_errors.UndefinedTable):
         return StorageError(

@@ -87,6 +87,7 @@ from tether.errors import (
     StorageUnavailable,
     TetherError,
     ThreadBusyError,
+    shown,
 )
 from tether.serde.base import SerializerProtocol
 
@@ -300,7 +301,7 @@ class _PostgresCore:
     # --- reads ------------------------------------------------------------------------
 
     def get_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
-        addr = Address.from_config(config)
+        addr = Address.from_config(config, bounded=False)
         if addr.checkpoint_id is not None:
             query = self._sql.get_by_id
             params: tuple[str, ...] = (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
@@ -464,8 +465,8 @@ class _PostgresCore:
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        tid = check_thread_id(thread_id)
-        self._execute(f"delete_thread {tid!r}", self._sql.delete_thread, {"t": tid})
+        tid = check_thread_id(thread_id, bounded=False)
+        self._execute(f"delete_thread {shown(tid)}", self._sql.delete_thread, {"t": tid})
         self._forget([tid])
 
     def _sync_sweep(self, conn: Connection[Any], threads: Sequence[str]) -> None:
@@ -475,7 +476,7 @@ class _PostgresCore:
             conn.execute(self._sql.sweep_blobs, params)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        runs = check_thread_ids(run_ids, "run_ids")
+        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if not runs:
             return
 
@@ -489,16 +490,16 @@ class _PostgresCore:
         self._run(f"delete_for_runs {runs!r}", op)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src = check_thread_id(source_thread_id, "source_thread_id")
+        src = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
-            raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
-        what = f"copy_thread {src!r} -> {dst!r}"
+            raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
+        what = f"copy_thread {shown(src)} -> {shown(dst)}"
         self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)
-        tids = sorted(set(check_thread_ids(thread_ids)))
+        tids = sorted(set(check_thread_ids(thread_ids, bounded=False)))
         if not tids:
             return
 

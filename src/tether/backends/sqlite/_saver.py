@@ -477,7 +477,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     # --- reads ----------------------------------------------------------------------
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        addr = Address.from_config(config)
+        addr = Address.from_config(config, bounded=False)
         args: tuple[Any, ...]
         if addr.checkpoint_id is None:
             sql, args = GET_LATEST, (addr.thread_id, addr.checkpoint_ns, 1)
@@ -724,7 +724,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             self._appends.forget_threads(thread_ids)
 
     def delete_thread(self, thread_id: str) -> None:
-        tid = check_thread_id(thread_id)
+        tid = check_thread_id(thread_id, bounded=False)
         self._write(self._delete_threads, [tid])
         self._forget([tid])
 
@@ -735,7 +735,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conn.executemany(statement, args)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        runs = check_thread_ids(run_ids, "run_ids")
+        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if runs:
             self._forget(self._write(self._delete_for_runs, json.dumps(runs)))
 
@@ -750,7 +750,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         return threads
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        src = check_thread_id(source_thread_id, "source_thread_id")
+        src = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
@@ -769,7 +769,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         keep: int = 1,
     ) -> None:
         n = check_prune(strategy, keep)
-        tids = list(dict.fromkeys(check_thread_ids(thread_ids)))
+        tids = list(dict.fromkeys(check_thread_ids(thread_ids, bounded=False)))
         if not tids:
             return
         if n == 0:
