@@ -6,8 +6,10 @@ as :func:`tether.stores.parse_store_url` reads them.
 
 The saver does the operations (``list``, ``get_tuple``, ``prune``, ...). A
 few questions a saver does not answer -- which threads exist, how many rows
-and bytes a store holds -- are asked here with plain SQL over a separate
-connection, read-only, so they cost no decoding of stored values. Nothing in
+and bytes a store holds -- are asked of the backend's inspection functions
+(``backends/sqlite/_inspect.py``, ``backends/postgres/_inspect.py``) over a
+separate read-only connection, so they cost no decoding of stored values;
+this module names no table of tether's. Nothing in
 this module imports click: it is the library side of the CLI.
 """
 
@@ -19,17 +21,16 @@ import os
 import shlex
 import sqlite3
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.backends._inspect import HeadInfo, TableStats, ThreadInfo
+from tether.backends.sqlite import _inspect
 from tether.base import BaseCheckpointSaver
 from tether.errors import (
     ConfigError,
     SchemaVersionError,
     StorageUnavailable,
-    TetherError,
-    shown,
 )
 from tether.importer import source_serializer
 from tether.stores import StoreURL, parse_store_url
@@ -43,57 +44,6 @@ __all__ = [
     "opened",
     "same_store",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadInfo:
-    """One thread as ``tether threads`` shows it."""
-
-    thread_id: str
-    checkpoints: int
-    namespaces: int
-    latest_id: str
-    latest_step: Any
-    latest_ts: str | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "thread_id": self.thread_id,
-            "checkpoints": self.checkpoints,
-            "namespaces": self.namespaces,
-            "latest_checkpoint_id": self.latest_id,
-            "latest_step": self.latest_step,
-            "latest_ts": self.latest_ts,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class HeadInfo:
-    """One checkpoint without its channel values, as ``tether history`` shows it.
-
-    Read with no value decoded, so a history lists whatever types the thread
-    holds (allowed or not) at the cost of the rows' metadata only.
-    """
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint: dict[str, Any]  # the checkpoint without channel_values
-    metadata: dict[str, Any]
-    parent_id: str | None
-    pending_writes: int
-
-    @property
-    def checkpoint_id(self) -> str:
-        return str(self.checkpoint["id"])
-
-
-@dataclass(frozen=True, slots=True)
-class TableStats:
-    """Rows and bytes of one table (``bytes`` is ``None`` where the engine cannot tell)."""
-
-    table: str
-    rows: int
-    bytes: int | None
 
 
 class Store(abc.ABC):
@@ -150,43 +100,6 @@ class Store(abc.ABC):
 
 # --- SQLite ---------------------------------------------------------------------------
 
-# The latest checkpoint of each thread (root namespace first), whole, so that its
-# checksum is verified before its metadata and head are read.
-_SQLITE_THREADS = """
-SELECT c.n, s.nss, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-       c.type, c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored
-FROM (
-    SELECT *,
-           count(*) OVER (PARTITION BY thread_id) AS n,
-           row_number() OVER (
-               PARTITION BY thread_id ORDER BY checkpoint_ns = '' DESC, checkpoint_id DESC
-           ) AS rn
-    FROM tether_checkpoints
-) AS c
-JOIN (
-    SELECT thread_id AS t, count(DISTINCT checkpoint_ns) AS nss
-    FROM tether_checkpoints GROUP BY thread_id
-) AS s ON s.t = c.thread_id
-WHERE c.rn = 1
-ORDER BY c.thread_id
-"""
-
-_SQLITE_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
-
-# Checkpoints of a thread with their write counts, no blob read; whole rows, so
-# that each is verified against its checksum before its head is read.
-_SQLITE_HEADS = """
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
-       c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored, c.nwrites,
-       (SELECT count(*) FROM tether_writes AS w WHERE w.thread_id = c.thread_id
-        AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
-FROM tether_checkpoints AS c
-WHERE c.thread_id = ?1 AND (?2 IS NULL OR c.checkpoint_ns = ?2)
-  AND (?3 IS NULL OR c.checkpoint_id = ?3)
-ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
-LIMIT ?4
-"""
-
 
 def _sqlite_state(path: Path) -> Any:
     """What the file holds (tether.backends.sqlite._schema.FileState), read read-only."""
@@ -229,25 +142,7 @@ class _SqliteStore(Store):
             )
 
     def threads(self) -> list[ThreadInfo]:
-        from tether.backends._sqlbase import metadata_from_json
-        from tether.backends.sqlite._rows import check_row
-        from tether.checkpoint import Address
-
-        out = []
-        with self._translate(self.where):
-            rows = self._conn.execute(_SQLITE_THREADS).fetchall()
-        for n, nss, *row in rows:
-            check_row(row, self.where)  # a damaged row is refused, not shown
-            tid, ns, cid, _, tag, head, _, meta = row[:8]
-            ts: str | None = None
-            try:
-                decoded = self.saver.serde.loads_typed((tag, head))
-                ts = decoded.get("ts") if isinstance(decoded, dict) else None
-            except TetherError:  # a listing shows what it can
-                ts = None
-            step = metadata_from_json(meta, address=Address(tid, ns, cid)).get("step")
-            out.append(ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts))
-        return out
+        return _inspect.threads(self._conn, self.saver.serde, self.where)
 
     def heads(
         self,
@@ -257,67 +152,18 @@ class _SqliteStore(Store):
         checkpoint_id: str | None = None,
         limit: int | None = None,
     ) -> list[HeadInfo]:
-        from tether.backends._sqlbase import metadata_from_json, versions_from_json
-        from tether.backends.sqlite._rows import check_row, check_write_count
-        from tether.checkpoint import Address
-        from tether.errors import DecodeError
-
-        args = (thread_id, ns, checkpoint_id, -1 if limit is None else limit)
-        with self._translate(self.where):
-            rows = self._conn.execute(_SQLITE_HEADS, args).fetchall()
-        out = []
-        for *row, writes in rows:
-            check_row(row, self.where)  # a damaged row is refused, not shown
-            check_write_count(row, int(writes), self.where)
-            check_write_count(row, int(writes), self.where)
-            tid, row_ns, cid, parent, tag, head, _, meta = row[:8]
-            address = Address(tid, row_ns, cid)
-            try:  # not shown, but a row whose versions are not JSON is named here
-                versions_from_json(row[6])
-            except ValueError as exc:
-                raise DecodeError(
-                    f"stored channel_versions of a checkpoint in {self.where} is not JSON; "
-                    "the row is damaged (restore it from a backup)",
-                    context={
-                        "thread_id": tid,
-                        "checkpoint_ns": row_ns or None,
-                        "checkpoint_id": cid,
-                    },
-                ) from exc
-            decoded = self.saver.serde.loads_typed((tag, head))  # plain JSON values only
-            out.append(
-                HeadInfo(
-                    str(tid),
-                    str(row_ns),
-                    dict(decoded),
-                    metadata_from_json(meta, address=address),
-                    parent,
-                    int(writes),
-                )
-            )
-        return out
+        return _inspect.heads(
+            self._conn,
+            self.saver.serde,
+            self.where,
+            thread_id,
+            ns,
+            checkpoint_id=checkpoint_id,
+            limit=limit,
+        )
 
     def stats(self) -> tuple[list[TableStats], int | None]:
-        tables = []
-        with self._translate(self.where):
-            sizes: dict[str, int] = {}
-            with contextlib.suppress(sqlite3.Error):  # dbstat is an optional SQLite module
-                sizes = {
-                    str(name): int(size)
-                    for name, size in self._conn.execute(
-                        "SELECT name, sum(pgsize) FROM dbstat GROUP BY name"
-                    )
-                }
-            for table in _SQLITE_TABLES:
-                (rows,) = self._conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # noqa: S608
-                tables.append(TableStats(table, int(rows), sizes.get(table)))
-            pages = int(self._conn.execute("PRAGMA page_count").fetchone()[0])
-            size = int(self._conn.execute("PRAGMA page_size").fetchone()[0])
-        total = pages * size
-        wal = Path(self.where + "-wal")
-        if wal.exists():
-            total += wal.stat().st_size
-        return tables, total
+        return _inspect.table_stats(self._conn, self.where)
 
     def close(self) -> None:
         self._conn.close()
@@ -368,23 +214,6 @@ def _open_sqlite(
 
 # --- Postgres -------------------------------------------------------------------------
 
-# tether's tables in a Postgres schema (LangGraph's official ones may sit beside them).
-_PG_TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_write_counts")
-
-_PG_THREADS = """
-SELECT t.thread_id, t.n, t.nss, l.checkpoint_id, l.step, l.ts
-FROM (
-    SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss
-    FROM {s}.tether_checkpoints GROUP BY thread_id
-) AS t
-CROSS JOIN LATERAL (
-    SELECT c.checkpoint_id, c.metadata -> 'step' AS step, c.checkpoint ->> 'ts' AS ts
-    FROM {s}.tether_checkpoints c WHERE c.thread_id = t.thread_id
-    ORDER BY (c.checkpoint_ns = '') DESC, c.checkpoint_id DESC LIMIT 1
-) AS l
-ORDER BY t.thread_id
-"""
-
 
 class _PostgresStore(Store):
     def __init__(self, url: StoreURL, saver: Any, conn: Any) -> None:
@@ -394,24 +223,10 @@ class _PostgresStore(Store):
         self._conn = conn
         self.schema = url.schema
 
-    def _rows(self, what: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        from tether.backends.postgres._errors import translate
-
-        try:
-            with self._conn.cursor() as cur:
-                cur.execute(query, params)
-                return list(cur.fetchall())
-        except psycopg.Error as exc:
-            raise translate(exc, f"{what} in {self.url}") from exc
-
     def threads(self) -> list[ThreadInfo]:
-        rows = self._rows("listing threads", _PG_THREADS.format(s=self.schema))
-        return [
-            ThreadInfo(str(tid), int(n), int(nss), str(cid), step, ts)
-            for tid, n, nss, cid, step, ts in rows
-        ]
+        from tether.backends.postgres._inspect import threads  # psycopg: an extra
+
+        return threads(self._conn, self.schema, str(self.url))
 
     def heads(
         self,
@@ -421,47 +236,22 @@ class _PostgresStore(Store):
         checkpoint_id: str | None = None,
         limit: int | None = None,
     ) -> list[HeadInfo]:
-        query = f"""
-SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
-       c.checkpoint - 'channel_values', c.metadata,
-       coalesce((SELECT wc.n FROM {self.schema}.tether_write_counts wc
-                 WHERE wc.thread_id = c.thread_id AND wc.checkpoint_ns = c.checkpoint_ns
-                 AND wc.checkpoint_id = c.checkpoint_id), 0),
-       (SELECT count(*) FROM {self.schema}.tether_writes w WHERE w.thread_id = c.thread_id
-        AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
-FROM {self.schema}.tether_checkpoints c
-WHERE c.thread_id = %(t)s AND (%(ns)s::text IS NULL OR c.checkpoint_ns = %(ns)s)
-  AND (%(cid)s::text IS NULL OR c.checkpoint_id = %(cid)s)
-ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
-LIMIT %(limit)s
-"""  # noqa: S608 -- the schema is a checked identifier; values are parameters
-        rows = self._rows(
-            f"reading the history of thread {shown(thread_id)}",
-            query,
-            {"t": thread_id, "ns": ns, "cid": checkpoint_id, "limit": limit},
-        )
-        from tether.backends._sqlbase import check_write_count
-        from tether.checkpoint import Address
+        from tether.backends.postgres._inspect import heads
 
-        out = []
-        for tid, row_ns, cid, parent, head, meta, recorded, writes in rows:
-            check_write_count(Address(tid, row_ns, cid), recorded, int(writes), str(self.url))
-            out.append(HeadInfo(str(tid), str(row_ns), dict(head), dict(meta), parent, int(writes)))
-        return out
+        return heads(
+            self._conn,
+            self.schema,
+            str(self.url),
+            thread_id,
+            ns,
+            checkpoint_id=checkpoint_id,
+            limit=limit,
+        )
 
     def stats(self) -> tuple[list[TableStats], int | None]:
-        tables = []
-        total = 0
-        for table in _PG_TABLES:
-            name = f"{self.schema}.{table}"
-            ((rows, size),) = self._rows(
-                "counting rows",
-                f"SELECT (SELECT count(*) FROM {name}), pg_total_relation_size(%s)",  # noqa: S608
-                (name,),
-            )
-            tables.append(TableStats(table, int(rows), int(size)))
-            total += int(size)
-        return tables, total
+        from tether.backends.postgres._inspect import table_stats
+
+        return table_stats(self._conn, self.schema, str(self.url))
 
     def close(self) -> None:
         try:
