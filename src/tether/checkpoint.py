@@ -30,6 +30,7 @@ __all__ = [
     "NS_SEP",
     "RESUME",
     "SCHEDULED",
+    "TASKS",
     "WRITES_IDX_MAP",
     "Address",
     "ChannelVersions",
@@ -118,6 +119,8 @@ ERROR = "__error__"
 SCHEDULED = "__scheduled__"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"
+#: The channel of pending ``Send`` packets (LangGraph's ``langgraph.constants.TASKS``).
+TASKS = "__pregel_tasks"
 
 #: Special channels map to fixed negative indexes so they never collide with a
 #: task's ordinary writes (0, 1, 2, ...) and a repeat replaces the previous one.

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tether.base import BaseCheckpointSaver
-from tether.checkpoint import WRITES_IDX_MAP, make_config, thread_id_text
+from tether.checkpoint import TASKS, WRITES_IDX_MAP, make_config, thread_id_text
 from tether.errors import (
     ConfigError,
     DecodeError,
@@ -82,9 +82,6 @@ __all__ = [
 
 #: ``progress(done, total)``: called once before the first checkpoint and after each one.
 ProgressCallback = Callable[[int, int], None]
-
-#: LangGraph's channel of pending ``Send`` packets (``langgraph.constants.TASKS``).
-TASKS = "__pregel_tasks"
 
 
 # --- the summary --------------------------------------------------------------------

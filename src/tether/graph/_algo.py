@@ -37,6 +37,7 @@ from tether.checkpoint import (
     INTERRUPT,
     RESUME,
     SCHEDULED,
+    TASKS,
     ChannelVersion,
     ChannelVersions,
     Checkpoint,
@@ -64,8 +65,6 @@ __all__ = [
     "restore_channels",
 ]
 
-TASKS = "__pregel_tasks"
-"""Topic channel holding the ``Send`` packets of the next superstep."""
 
 NO_WRITES = "__no_writes__"
 """Marker write of a task that finished without writing anything (so it counts as done)."""
