@@ -122,8 +122,35 @@ def as_version(source: Path, target: Path, version: int) -> None:
                 "SELECT count(*) FROM src.tether_blobs WHERE encoding NOT IN (0, 4)"
             ).fetchone() == (0,)
         conn.execute("DETACH DATABASE src")
+        if version < 6:
+            _heads_through_the_serializer(conn, version)
     finally:
         conn.close()
+
+
+def _heads_through_the_serializer(conn: sqlite3.Connection, version: int) -> None:
+    """Heads as a tether before version 6 wrote them: the serializer's bytes, not JSON."""
+    import json
+
+    from tether.backends._records import HEAD_JSON
+    from tether.backends._sqlbase import row_checksum
+    from tether.serde import MsgpackSerializer
+
+    serde = MsgpackSerializer()
+    table = "tether_checkpoints" if version >= 4 else "checkpoints"
+    rows = conn.execute(
+        f"SELECT rowid, checkpoint_id, parent_checkpoint_id, checkpoint, channel_versions, "
+        f"metadata{', unstored' if version >= 4 else ''} FROM {table} WHERE type = ?",
+        (HEAD_JSON,),
+    ).fetchall()
+    for rowid, cid, parent, head, versions, meta, *unstored in rows:
+        tag, data = serde.dumps_typed(json.loads(head))
+        conn.execute(
+            f"UPDATE {table} SET type = ?, checkpoint = ? WHERE rowid = ?", (tag, data, rowid)
+        )
+        if version >= 4:
+            checksum = row_checksum(cid, parent, tag, data, versions, meta, unstored[0])
+            conn.execute(f"UPDATE {table} SET checksum = ? WHERE rowid = ?", (checksum, rowid))
 
 
 def user_version(path: Path) -> int:

@@ -34,12 +34,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import msgspec
+
 from tether.backends._common import (
     EMPTY,
     EMPTY_TAG,
     check_checkpoint,
     check_head,
     decode_value,
+    loads_json,
     merge_metadata,
     prepare_writes,
     split_channel_values,
@@ -61,6 +64,7 @@ from tether.errors import ConfigError, DecodeError, StorageError
 from tether.serde.base import SerializerProtocol
 
 __all__ = [
+    "HEAD_JSON",
     "BlobKey",
     "DecodeMemo",
     "Fallback",
@@ -70,6 +74,7 @@ __all__ = [
     "WriteRecord",
     "assemble",
     "check_carried",
+    "decode_head",
     "decode_writes",
     "encode_put",
     "encode_writes",
@@ -84,7 +89,15 @@ DecodeMemo: TypeAlias = dict[tuple[str, str, str, str], Any]
 BlobKey: TypeAlias = tuple[str, str, str, str]
 """``(thread_id, checkpoint_ns, channel, version)``: the key of a stored value."""
 
+#: The type of a checkpoint head stored as JSON text (UTF-8), as Postgres keeps
+#: it in JSONB: every backend refuses a head that is not plain JSON
+#: (:func:`~tether.backends._common.check_head`), so it needs no serializer.
+#: Heads written before (SQLite schema < 6) carry the serializer's type and are
+#: read through it.
+HEAD_JSON = "head+json"
+
 _MISSING: Any = object()
+_encode_json = msgspec.json.encode
 
 
 # --- what a put stores ---------------------------------------------------------------------
@@ -122,7 +135,7 @@ class PutPlan:
     address: Address  # the new checkpoint's thread, namespace and id
     parent_id: str | None
     run_id: str | None
-    head: tuple[str, bytes]  # the checkpoint without channel values, serialized
+    head: tuple[str, bytes]  # the checkpoint without channel values: (HEAD_JSON, JSON text)
     versions: dict[str, str]  # every channel of channel_versions -> its version as text
     carried: dict[str, str]  # the channels the put does not name: earlier puts stored them
     metadata: dict[str, Any]  # merged with the config's, JSON-safe
@@ -199,7 +212,7 @@ def encode_put(
         address=addr.with_id(cid),
         parent_id=addr.checkpoint_id,
         run_id=None if run_id is None else str(run_id),
-        head=serde.dumps_typed(head),
+        head=(HEAD_JSON, _encode_json(head)),  # check_head: plain JSON only
         versions=versions,
         carried={c: v for c, v in versions.items() if c not in new_versions},
         metadata=meta,
@@ -325,6 +338,28 @@ def decode_writes(
 # --- reading a checkpoint back ------------------------------------------------------------------
 
 
+def decode_head(serde: SerializerProtocol, head: tuple[str, bytes], address: Address) -> Any:
+    """A stored head: JSON text (:data:`HEAD_JSON`), or the serializer's (older rows).
+
+    Raises:
+        DecodeError: naming thread, namespace and checkpoint.
+    """
+    tag, data = head
+    if tag != HEAD_JSON:
+        return decode_value(serde, tag, data, address=address)
+    try:
+        return loads_json(data)
+    except ValueError as exc:
+        raise DecodeError(
+            "stored checkpoint head is not JSON; the row is damaged (restore it from a backup)",
+            context={
+                "thread_id": address.thread_id,
+                "checkpoint_ns": address.checkpoint_ns or None,
+                "checkpoint_id": address.checkpoint_id,
+            },
+        ) from exc
+
+
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -370,7 +405,7 @@ def assemble(
         DecodeError: a stored value cannot be decoded (thread, namespace,
             checkpoint and channel named).
     """
-    checkpoint: dict[str, Any] = decode_value(serde, head[0], head[1], address=address)
+    checkpoint = decode_head(serde, head, address)
     if not isinstance(checkpoint, dict):
         raise DecodeError(
             f"stored checkpoint head is a {type(checkpoint).__name__}, not a dict",

@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from tether.backends._inspect import HeadInfo, TableStats, ThreadInfo
+from tether.backends._records import decode_head
 from tether.backends._sqlbase import metadata_from_json, versions_from_json
 from tether.backends.sqlite._conn import translate_errors
 from tether.backends.sqlite._rows import check_row, check_write_count
@@ -71,7 +72,7 @@ def threads(conn: sqlite3.Connection, serde: SerializerProtocol, where: str) -> 
         tid, ns, cid, _, tag, head, _, meta = row[:8]
         ts: str | None = None
         try:
-            decoded = serde.loads_typed((tag, head))
+            decoded = decode_head(serde, (tag, head), Address(tid, ns, cid))
             ts = decoded.get("ts") if isinstance(decoded, dict) else None
         except TetherError:  # a listing shows what it can
             ts = None
@@ -108,7 +109,7 @@ def heads(
                 "the row is damaged (restore it from a backup)",
                 context={"thread_id": tid, "checkpoint_ns": row_ns or None, "checkpoint_id": cid},
             ) from exc
-        decoded = serde.loads_typed((tag, head))  # plain JSON values only
+        decoded = decode_head(serde, (tag, head), address)  # plain JSON values only
         out.append(
             HeadInfo(
                 str(tid),

@@ -209,6 +209,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE tether_blobs ADD COLUMN checksum INTEGER",
         "ALTER TABLE tether_writes ADD COLUMN checksum INTEGER",
     ),
+    # 5 -> 6: checkpoint heads are written as JSON text (type 'head+json', see
+    # backends/_records.py), as Postgres keeps them; rows written before keep
+    # the serializer's type and are read through it. No table changes: the
+    # version tells an older tether that it cannot read the new rows.
+    ("SELECT 1",),
 )
 
 #: The version this tether writes and reads.
