@@ -181,3 +181,58 @@ def test_max_value_size_is_a_saver_option(tmp_path: Path) -> None:
         with pytest.raises(EncodeError, match="max_value_size"):
             saver.put({"configurable": {"thread_id": "t"}}, cp, {}, cp["channel_versions"])
         assert list(saver.list(None)) == []
+
+
+@pytest.mark.parametrize("name", list(_bombs()))
+def test_a_bomb_put_into_a_sqlite_file_by_sql_allocates_nothing(name: str, tmp_path: Path) -> None:
+    """#18.9 by the route a hostile writer has: a real file's blob row rewritten by raw SQL
+    (with a matching row checksum), then read by get_tuple under a 1 GiB address-space
+    limit. A tether StorageError, never MemoryError or an allocation of 2 GiB."""
+    from tether.backends._sqlbase import value_checksum
+
+    path = tmp_path / "store.db"
+    with SqliteSaver(path) as saver:
+        ckpt = empty_checkpoint()
+        ckpt["channel_values"] = {"blob": b"x" * 100_000}
+        ckpt["channel_versions"] = {"blob": saver.get_next_version(None)}
+        saver.put({"configurable": {"thread_id": "t1"}}, ckpt, {}, ckpt["channel_versions"])
+    encoding, payload = _bombs()[name]
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT rowid, channel, version, type, base FROM tether_blobs WHERE channel = 'blob'"
+        ).fetchall()
+        assert len(rows) == 1
+        rowid, channel, version, type_, base = rows[0]
+        crc = value_checksum(channel, version, type_, encoding, base, payload)
+        conn.execute(
+            "UPDATE tether_blobs SET encoding = ?, value = ?, checksum = ? WHERE rowid = ?",
+            (encoding, payload, crc, rowid),
+        )
+    script = textwrap.dedent(
+        f"""
+        import resource, sys
+        from tether import SqliteSaver
+        from tether.errors import TetherError
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        try:
+            with SqliteSaver({str(path)!r}) as saver:
+                saver.get_tuple({{"configurable": {{"thread_id": "t1"}}}})
+        except MemoryError:
+            print("MemoryError")
+            sys.exit(3)
+        except TetherError as exc:
+            print(type(exc).__name__ + ":", exc)
+            sys.exit(0)
+        print("read")
+        sys.exit(4)
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith("StorageError:"), run.stdout
+    # refused on what the frame or the header declares, before zstd allocates it
+    assert "max_value_size" in run.stdout or "its header" in run.stdout, run.stdout
+    assert "'blob'" in run.stdout
+    assert "'t1'" in run.stdout

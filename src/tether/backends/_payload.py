@@ -216,7 +216,7 @@ class BlobCodec:
                 does not know (written by a newer one).
         """
         try:
-            return self._unwrap(encoding, b"" if payload is None else payload)
+            data = self._unwrap(encoding, b"" if payload is None else payload)
         except _Damaged as exc:
             at = where() if callable(where) else where
             raise StorageError(
@@ -229,6 +229,16 @@ class BlobCodec:
                 f"value {at} has encoding {encoding!r}, which this tether does not know; "
                 "it was probably written by a newer tether, upgrade to read it"
             ) from exc
+        if len(data) > self.max_value_size:
+            # a value stored uncompressed is checked here, after the fact (its
+            # bytes are already in memory), so that max_value_size means the same
+            # for every value read back (#18.9)
+            at = where() if callable(where) else where
+            raise StorageError(
+                f"stored value {at} is {len(data):,} bytes, more than max_value_size "
+                f"({self.max_value_size:,}); raise max_value_size to read it"
+            )
+        return data
 
     def _unwrap(self, encoding: int, payload: bytes | memoryview) -> bytes:
         if encoding == CHECKSUM and type(payload) is bytes:
@@ -306,7 +316,7 @@ class BlobCodec:
     ) -> Any:
         """Decode one stored value; errors name thread, checkpoint and channel."""
         data: bytes | None = None
-        if type(payload) is bytes:
+        if type(payload) is bytes and len(payload) <= self.max_value_size:
             if encoding == CHECKSUM:  # the common case, inline: one slice, one hash
                 body = payload[4:]
                 if len(payload) >= 4 and _xxh3(body) & 0xFFFFFFFF == _read_u32(payload)[0]:

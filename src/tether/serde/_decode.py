@@ -33,7 +33,7 @@ from typing import Any, Literal
 import msgspec
 
 from tether.errors import DecodeError
-from tether.serde import _allowlist
+from tether.serde import _allowlist, _depth
 from tether.serde._ext import (
     EXT_CONSTRUCTOR_POS_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
@@ -76,11 +76,12 @@ _ENVELOPE_LEN = (
 # returns the first value and ignores bytes after it (a flipped length byte
 # turned a 3-message list into 1 message, #18.3), and counts depth per call,
 # so the ext hook's nested calls each started from zero and ~20 ext levels of
-# 1,000 arrays overflowed the C stack (#18.1). msgspec refuses trailing bytes,
-# counts every level on the interpreter's recursion counter (shared with the
-# hook's own frames, so the count runs across ext levels and ends in a
-# RecursionError), and hands the hook a view of the payload instead of a copy
-# (a value nested k ext levels deep is not copied k times).
+# 1,000 arrays overflowed the C stack (#18.1). msgspec refuses trailing bytes
+# and hands the hook a view of the payload instead of a copy (a value nested k
+# ext levels deep is not copied k times). Its own depth guard is the
+# interpreter's recursion counter, which sys.setrecursionlimit raises and
+# which does not know a thread's stack size, so the nesting is counted
+# before decoding, across ext levels, against a fixed limit (_depth).
 _plain_unpack = msgspec.msgpack.Decoder().decode
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -101,9 +102,14 @@ def _msgpack_problem(exc: Exception, size: int) -> str:
 
 
 _TOO_DEEP = (
-    "the value is nested too deeply to read: its arrays, maps and typed values inside "
-    "each other exceed Python's recursion limit (sys.getrecursionlimit(), counting the "
-    "caller's own frames)"
+    f"the value is nested too deeply to read: its arrays, maps and typed values inside "
+    f"each other go past tether's limit of {_depth.MAX_DEPTH} levels (a typed value "
+    f"counts {_depth.EXT_LEVELS}), which keeps decoding within a small thread's C stack"
+)
+# what is left: the caller's own frames used up Python's recursion limit
+_NO_RECURSION_LEFT = (
+    "the value could not be read: Python's recursion limit was reached while reading "
+    "it (the caller's own frames count, and so do class constructors)"
 )
 
 
@@ -387,10 +393,13 @@ class Decoder:
         """Decode MessagePack bytes; every failure is a DecodeError with a path.
 
         The bytes must hold exactly one value, and so must every ext payload
-        inside it; nesting deeper than the recursion limit is refused.
+        inside it; nesting deeper than :data:`_depth.MAX_DEPTH` levels is refused
+        before any of it is decoded.
         """
         if type(raw) is not bytes:
             raw = bytes(raw)  # ext payloads are views of it: read-only, hashable
+        if _depth.too_deep(raw):
+            raise DecodeError(_TOO_DEEP, path=_depth.deep_path(raw))
         if len(raw) > SMALL_ARRAY and raw[:1] in EXT_HEADS:
             array = read_whole(raw)
             if array is not None:
@@ -400,13 +409,13 @@ class Decoder:
         except DecodeError as exc:
             inner = exc
         except RecursionError:
-            raise DecodeError(_TOO_DEEP) from None
+            raise DecodeError(_NO_RECURSION_LEFT) from None
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
             # TypeError: a map key that is not hashable (a typed value as a key)
             raise DecodeError(f"invalid msgpack data: {_msgpack_problem(exc, len(raw))}") from exc
         except Exception as exc:  # anything else a class's own code raised on the way
             raise DecodeError(f"cannot read the value: {_show(exc)}") from exc
-        if inner.reason == _TOO_DEEP:
+        if inner.reason == _NO_RECURSION_LEFT:
             raise inner
         raise DecodeError(inner.reason, path=self._locate(raw), type_name=inner.type_name) from (
             inner.__cause__ or inner

@@ -16,11 +16,13 @@ default constructor or pydantic's ``construct``), never dispatched by name.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from typing import Any
 
 from tether.errors import DecodeError
-from tether.serde import _allowlist
+from tether.serde import _allowlist, _depth
 from tether.serde._decode import Decoder, _show
 
 # the one method the old format named that is not just the constructor
@@ -51,6 +53,13 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(f"invalid legacy json payload: not UTF-8 ({exc.reason})") from exc
+    if _json_too_deep(text):
+        # json.loads recurses in C with only the interpreter's recursion counter
+        # as a guard: a deep enough array overflowed the stack (#18.1)
+        raise DecodeError(
+            f"legacy json payload is nested too deeply: its arrays and objects inside "
+            f"each other go past tether's limit of {_depth.MAX_DEPTH} levels"
+        )
     try:
         return json.loads(text, object_hook=hook)
     except DecodeError as exc:
@@ -64,6 +73,19 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
     raise DecodeError(
         failed.reason, path=_nth_constructor_path(text, rebuilt), type_name=failed.type_name
     ) from (failed.__cause__ or failed)
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _json_too_deep(text: str) -> bool:
+    """Whether the JSON ``text`` nests more than :data:`_depth.MAX_DEPTH` levels."""
+    if text.count("[") + text.count("{") <= _depth.MAX_DEPTH:
+        return False
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    steps = (1 if c in "[{" else -1 for c in brackets)
+    return max(itertools.accumulate(steps), default=0) > _depth.MAX_DEPTH
 
 
 def _is_constructor(obj: dict[str, Any]) -> bool:

@@ -157,11 +157,13 @@ class LoopPools:
             return
         if loop.is_running():
             # On its loop's own schedule (this thread's loop too: it runs at the
-            # caller's next await). Not waited for: that loop may be this one.
+            # caller's next await).
             future = asyncio.run_coroutine_threadsafe(pool.close(_CLOSE_TIMEOUT), loop)
             self._closing.add(future)
             self._scheduled_on[future] = loop
             future.add_done_callback(self._closing.discard)
+            if not _runs_here(loop):
+                _wait_or_drop(entry, future)
             return
         try:
             asyncio.get_running_loop()
@@ -171,3 +173,35 @@ class LoopPools:
                 loop.run_until_complete(pool.close(_CLOSE_TIMEOUT))
                 return
         entry.drop_sockets()
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _wait_or_drop(entry: _Entry, future: concurrent.futures.Future[None]) -> None:
+    """Wait (from another thread) for a close scheduled on ``entry``'s loop.
+
+    Not waiting left it pending when that loop ended right after (its owner's
+    ``run_until_complete`` returned, or ``asyncio.run`` cancelled it): the
+    pool's connections stayed open until garbage collection, and asyncio
+    warned "Task was destroyed but it is pending" (#18.2). When the loop stops
+    first, or the close takes longer than it may, the sockets are closed here.
+    """
+    deadline = _CLOSE_TIMEOUT + 1.0
+    waited = 0.0
+    while waited < deadline:
+        try:
+            future.result(timeout=0.05)
+            return
+        except concurrent.futures.TimeoutError:
+            waited += 0.05
+            if not entry.loop.is_running():
+                break
+        except BaseException:  # cancelled with its loop, or the close failed
+            break
+    future.cancel()
+    entry.drop_sockets()
