@@ -37,10 +37,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # (async source, generated sync target)
 PAIRS: list[tuple[str, str]] = [
     ("src/tether/backends/postgres/_async.py", "src/tether/backends/postgres/_sync.py"),
+    ("src/tether/graph/_persist_async.py", "src/tether/graph/_persist_sync.py"),
 ]
 
 # Names whose sync twin the generic rules below would get wrong, whole words.
-RENAMES: list[tuple[str, str]] = []
+RENAMES: list[tuple[str, str]] = [
+    ("AsyncPersister", "SyncPersister"),
+]
 
 # Applied in order, as whole-word regexes where that matters.
 SUBS: list[tuple[str, str]] = [

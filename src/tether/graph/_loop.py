@@ -59,7 +59,9 @@ from tether.graph._algo import (
     restore_channels,
     state_after,
 )
-from tether.graph._persist import AsyncPersister, Durability, SyncPersister
+from tether.graph._persist import Durability
+from tether.graph._persist_async import AsyncPersister
+from tether.graph._persist_sync import SyncPersister
 from tether.graph._types import (
     END,
     START,
