@@ -38,11 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS: list[tuple[str, str]] = [
     ("src/tether/backends/postgres/_async.py", "src/tether/backends/postgres/_sync.py"),
     ("src/tether/graph/_persist_async.py", "src/tether/graph/_persist_sync.py"),
+    ("src/tether/graph/_loop_async.py", "src/tether/graph/_loop_sync.py"),
 ]
 
 # Names whose sync twin the generic rules below would get wrong, whole words.
 RENAMES: list[tuple[str, str]] = [
     ("AsyncPersister", "SyncPersister"),
+    ("run_async", "run_sync"),
+    ("_call_async", "_call_sync"),
 ]
 
 # Applied in order, as whole-word regexes where that matters.

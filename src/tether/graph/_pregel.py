@@ -36,7 +36,9 @@ from tether.graph._algo import (
     read_state,
     restore_channels,
 )
-from tether.graph._loop import Run, run_async, run_sync
+from tether.graph._loop import Run
+from tether.graph._loop_async import run_async
+from tether.graph._loop_sync import run_sync
 from tether.graph._persist import Durability, check_durability
 from tether.graph._state import as_dict, schema_types
 from tether.graph._types import (
