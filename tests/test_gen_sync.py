@@ -67,7 +67,7 @@ def test_nested_blocks_in_an_else_branch() -> None:
 
 
 def test_an_async_only_line_is_dropped() -> None:
-    source = '    """Async :meth:`f`."""  # tether: async-only\n    """The f."""\n'
+    source = '    """Async :meth:`f`."""  # ASYNC\n    """The f."""\n'
     assert _branches(source) == '    """The f."""\n'
 
 

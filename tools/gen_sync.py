@@ -17,9 +17,13 @@ does::
 
 The ``if True:  # ASYNC`` branch is dropped and the ``else:`` branch (if any)
 is kept, one level less indented; sync-only code thus stays real code, linted
-with the async source and type-checked in the generated module. A line ending
-in ``# tether: async-only`` is dropped: the async docstring of a method whose
-sync twin has a longer one, written as the string that follows it.
+with the async source and type-checked in the generated module. Any other
+line ending in ``# ASYNC`` is dropped: the short docstring of an async method
+whose sync twin has a longer one, written as the string that follows it::
+
+    async def ainvoke(self, ...):
+        "Async :meth:`invoke`."  # ASYNC
+        "Run to the end (or to an interrupt); returns the state values."
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ PAIRS: list[tuple[str, str]] = [
     ("src/tether/backends/postgres/_async.py", "src/tether/backends/postgres/_sync.py"),
     ("src/tether/graph/_persist_async.py", "src/tether/graph/_persist_sync.py"),
     ("src/tether/graph/_loop_async.py", "src/tether/graph/_loop_sync.py"),
+    ("src/tether/graph/_pregel_async.py", "src/tether/graph/_pregel_sync.py"),
 ]
 
 # Names whose sync twin the generic rules below would get wrong, whole words.
@@ -46,6 +51,7 @@ RENAMES: list[tuple[str, str]] = [
     ("AsyncPersister", "SyncPersister"),
     ("run_async", "run_sync"),
     ("_call_async", "_call_sync"),
+    ("_adrive", "_drive"),
 ]
 
 # Applied in order, as whole-word regexes where that matters.
@@ -78,6 +84,7 @@ SUBS: list[tuple[str, str]] = [
     (r"\basync def (a)(\w+)", r"def \2"),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
+    (r"\basync for (\w+) in (.*):\n\s+yield \1\n", r"yield from \2\n"),
     (r"\basync for\b", "for"),
     (r"\bawait\s+", ""),
     (r"\basyncio\.sleep\b", "time.sleep"),
@@ -95,7 +102,7 @@ HEADER = (
 )
 
 _ASYNC_IF = re.compile(r"^( *)if True: +# ASYNC\s*$")
-_ASYNC_ONLY_LINE = "# tether: async-only"
+_ASYNC_ONLY_LINE = "# ASYNC"
 
 
 def _indent(line: str) -> int:

@@ -82,6 +82,7 @@ __all__ = [
     "failure_writes",
     "goto_writes",
     "node_args",
+    "stream_modes",
     "task_path",
 ]
 
@@ -414,6 +415,15 @@ class Run:
         if self.interrupts:
             values["__interrupt__"] = list(self.interrupts)
         return values
+
+
+def stream_modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
+    """The modes a run yields chunks of, and whether one was named on its own (bare chunks)."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    for m in modes:
+        if m not in ("values", "updates"):
+            raise ConfigError(f"stream_mode must be 'values' or 'updates', got {m!r}")
+    return modes, isinstance(stream_mode, str)
 
 
 def goto_writes(goto: Sequence[Any]) -> list[tuple[str, Any]]:
