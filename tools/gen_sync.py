@@ -44,6 +44,7 @@ PAIRS: list[tuple[str, str]] = [
     ("src/tether/graph/_persist_async.py", "src/tether/graph/_persist_sync.py"),
     ("src/tether/graph/_loop_async.py", "src/tether/graph/_loop_sync.py"),
     ("src/tether/graph/_pregel_async.py", "src/tether/graph/_pregel_sync.py"),
+    ("src/tether/_delta_chains_async.py", "src/tether/_delta_chains_sync.py"),
 ]
 
 # Names whose sync twin the generic rules below would get wrong, whole words.
@@ -52,6 +53,8 @@ RENAMES: list[tuple[str, str]] = [
     ("run_async", "run_sync"),
     ("_call_async", "_call_sync"),
     ("_adrive", "_drive"),
+    ("aprune_keeping_chains", "prune_keeping_chains"),
+    ("adelete_runs_keeping_chains", "delete_runs_keeping_chains"),
 ]
 
 # Applied in order, as whole-word regexes where that matters.

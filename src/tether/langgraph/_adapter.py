@@ -43,8 +43,8 @@ from langgraph.checkpoint.base import (
 
 from tether import base as tether_base
 from tether import checkpoint as tether_checkpoint
-from tether._delta_chains import ThreadChains, describe_conflicts
-from tether.backends._common import check_prune, check_thread_ids
+from tether._delta_chains_async import adelete_runs_keeping_chains, aprune_keeping_chains
+from tether._delta_chains_sync import delete_runs_keeping_chains, prune_keeping_chains
 from tether.base import PruneStrategy
 from tether.errors import ConfigError
 
@@ -78,22 +78,6 @@ def _strategy(strategy: str) -> PruneStrategy:
             f"unknown prune strategy {strategy!r}; use one of {', '.join(map(repr, _STRATEGIES))}"
         )
     return cast(PruneStrategy, strategy)
-
-
-def _thread(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-def _refuse_cut_runs(run_ids: list[str], problems: list[str]) -> None:
-    if problems:
-        raise ConfigError(
-            f"delete_for_runs({run_ids!r}) would cut LangGraph DeltaChannel history: "
-            + "; ".join(problems)
-            + ". Deleted, those checkpoints would silently read such a channel back short "
-            "or empty, so nothing was deleted. Delete the later runs of the thread along with "
-            "these, delete the whole thread (delete_thread), or keep these runs; "
-            "prune(strategy='keep_latest') keeps what the latest checkpoint needs."
-        )
 
 
 class TetherLangGraphSaver(BaseCheckpointSaver[str]):
@@ -182,21 +166,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
                 from the writes or snapshot of a checkpoint of these runs
                 (nothing is deleted then).
         """
-        runs = check_thread_ids(run_ids, "run_ids")
-        if runs:
-            wanted = set(runs)
-            threads = dict.fromkeys(
-                tup.config["configurable"]["thread_id"]
-                for run in wanted
-                for tup in self.saver.list(None, filter={"run_id": run})
-            )
-            problems = []
-            for tid in threads:
-                cut = ThreadChains(self.saver.list(_thread(tid))).delete_conflicts(wanted)
-                if cut:
-                    problems.append(describe_conflicts(tid, cut))
-            _refuse_cut_runs(runs, problems)
-        self.saver.delete_for_runs(run_ids)
+        delete_runs_keeping_chains(self.saver, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self.saver.copy_thread(source_thread_id, target_thread_id)
@@ -223,18 +193,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
                 ``"delete"`` (everything).
             keep: how many to keep with ``"keep_last"``.
         """
-        chosen = _strategy(strategy)
-        tids, n = check_thread_ids(thread_ids), check_prune(chosen, keep)
-        if n == 0:
-            self.saver.prune(tids, strategy=chosen, keep=keep)
-            return
-        counts = {tid: ThreadChains(self.saver.list(_thread(tid))).keep_count(n) for tid in tids}
-        as_asked = [tid for tid, count in counts.items() if count == n]
-        if as_asked:
-            self.saver.prune(as_asked, strategy=chosen, keep=keep)
-        for tid, count in counts.items():
-            if count != n:
-                self.saver.prune([tid], strategy="keep_last", keep=count)
+        prune_keeping_chains(self.saver, thread_ids, strategy=_strategy(strategy), keep=keep)
 
     # --- async --------------------------------------------------------------------------
 
@@ -284,23 +243,7 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""
-        runs = check_thread_ids(run_ids, "run_ids")
-        if runs:
-            wanted = set(runs)
-            threads: dict[str, None] = {}
-            for run in wanted:
-                async for tup in self.saver.alist(None, filter={"run_id": run}):
-                    threads[tup.config["configurable"]["thread_id"]] = None
-            problems = []
-            for tid in threads:
-                chains = ThreadChains()
-                async for tup in self.saver.alist(_thread(tid)):
-                    chains.add(tup)
-                cut = chains.delete_conflicts(wanted)
-                if cut:
-                    problems.append(describe_conflicts(tid, cut))
-            _refuse_cut_runs(runs, problems)
-        await self.saver.adelete_for_runs(run_ids)
+        await adelete_runs_keeping_chains(self.saver, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self.saver.acopy_thread(source_thread_id, target_thread_id)
@@ -309,20 +252,4 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
     ) -> None:
         """Async :meth:`prune`."""
-        chosen = _strategy(strategy)
-        tids, n = check_thread_ids(thread_ids), check_prune(chosen, keep)
-        if n == 0:
-            await self.saver.aprune(tids, strategy=chosen, keep=keep)
-            return
-        counts: dict[str, int] = {}
-        for tid in tids:
-            chains = ThreadChains()
-            async for tup in self.saver.alist(_thread(tid)):
-                chains.add(tup)
-            counts[tid] = chains.keep_count(n)
-        as_asked = [tid for tid, count in counts.items() if count == n]
-        if as_asked:
-            await self.saver.aprune(as_asked, strategy=chosen, keep=keep)
-        for tid, count in counts.items():
-            if count != n:
-                await self.saver.aprune([tid], strategy="keep_last", keep=count)
+        await aprune_keeping_chains(self.saver, thread_ids, strategy=_strategy(strategy), keep=keep)
