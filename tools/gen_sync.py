@@ -45,6 +45,7 @@ PAIRS: list[tuple[str, str]] = [
     ("src/tether/graph/_loop_async.py", "src/tether/graph/_loop_sync.py"),
     ("src/tether/graph/_pregel_async.py", "src/tether/graph/_pregel_sync.py"),
     ("src/tether/_delta_chains_async.py", "src/tether/_delta_chains_sync.py"),
+    ("src/tether/langgraph/_adapter_async.py", "src/tether/langgraph/_adapter_sync.py"),
 ]
 
 # Names whose sync twin the generic rules below would get wrong, whole words.
