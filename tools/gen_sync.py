@@ -1,9 +1,29 @@
-"""Generate the sync twin of each async-first module (psycopg/httpcore style).
+"""Generate the sync twin of each async-first module (psycopg's async_to_sync style).
 
 The async module is the source of truth and is written by hand; this script
-rewrites it into the sync module by a fixed list of token substitutions.
-``--check`` (run by ``make test``) fails when a generated file is stale, so
-the two can never drift. Edit the async file, then run ``make gen-sync``.
+rewrites it into the sync module: a fixed list of token substitutions (drop
+``async``/``await``, ``Async``-prefixed names and ``a``-prefixed saver
+methods), then ``ruff`` (imports, format). ``--check`` (``make check-sync``,
+part of ``make test``) fails when a generated file is stale, so the two can
+never drift. Edit the async file, then run ``make gen-sync``.
+
+Where the two must differ, the async source says so in real code, as psycopg
+does::
+
+    if True:  # ASYNC
+        await asyncio.gather(*(work(t) for t in todo))    # the async module runs this
+    else:
+        runner.run(work, todo)                            # the sync module gets this
+
+The ``if True:  # ASYNC`` branch is dropped and the ``else:`` branch (if any)
+is kept, one level less indented; sync-only code thus stays real code, linted
+with the async source and type-checked in the generated module. Any other
+line ending in ``# ASYNC`` is dropped: the short docstring of an async method
+whose sync twin has a longer one, written as the string that follows it::
+
+    async def ainvoke(self, ...):
+        "Async :meth:`invoke`."  # ASYNC
+        "Run to the end (or to an interrupt); returns the state values."
 """
 
 from __future__ import annotations
@@ -17,9 +37,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 # (async source, generated sync target)
 PAIRS: list[tuple[str, str]] = [
     ("src/tether/backends/postgres/_async.py", "src/tether/backends/postgres/_sync.py"),
+    ("src/tether/graph/_persist_async.py", "src/tether/graph/_persist_sync.py"),
+    ("src/tether/graph/_loop_async.py", "src/tether/graph/_loop_sync.py"),
+    ("src/tether/graph/_pregel_async.py", "src/tether/graph/_pregel_sync.py"),
+    ("src/tether/_delta_chains_async.py", "src/tether/_delta_chains_sync.py"),
+    ("src/tether/langgraph/_adapter_async.py", "src/tether/langgraph/_adapter_sync.py"),
+]
+
+# Names whose sync twin the generic rules below would get wrong, whole words.
+RENAMES: list[tuple[str, str]] = [
+    ("AsyncPersister", "SyncPersister"),
+    ("run_async", "run_sync"),
+    ("_call_async", "_call_sync"),
+    ("_adrive", "_drive"),
+    ("aprune_keeping_chains", "prune_keeping_chains"),
+    ("adelete_runs_keeping_chains", "delete_runs_keeping_chains"),
 ]
 
 # Applied in order, as whole-word regexes where that matters.
@@ -52,15 +88,16 @@ SUBS: list[tuple[str, str]] = [
     (r"\basync def (a)(\w+)", r"def \2"),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
+    (r"\basync for (\w+) in (.*):\n\s+yield \1\n", r"yield from \2\n"),
     (r"\basync for\b", "for"),
     (r"\bawait\s+", ""),
     (r"\basyncio\.sleep\b", "time.sleep"),
-    (r"\basyncio\.Lock\b", "threading.Lock"),
     (
-        r"\bself\.a(get_tuple|list|put_writes|put|delete_thread|delete_for_runs|copy_thread|prune|setup|close|lease)\b",
-        r"self.\1",
+        r"\.a(get_tuple|get_writes|list|put_writes|put|delete_thread|delete_for_runs|copy_thread"
+        r"|prune|setup|close|lease|invoke|stream|get_state_history|get_state|update_state)\b",
+        r".\1",
     ),
-    (r"# tether: async-only.*\n", ""),
+    (r"\b(tether\.[\w.]+?)_async\b", r"\1_sync"),  # imports of other generated pairs
 ]
 
 HEADER = (
@@ -68,34 +105,64 @@ HEADER = (
     "# Regenerate with `make gen-sync` (tools/gen_sync.py); CI checks it is current.\n"
 )
 
+_ASYNC_IF = re.compile(r"^( *)if True: +# ASYNC\s*$")
+_ASYNC_ONLY_LINE = "# ASYNC"
 
-def transform(text: str, src: str) -> str:
-    out_lines = []
-    skip = False
-    for line in text.splitlines(keepends=True):
-        # Blocks between these markers exist only in the async source.
-        # Markers are comment lines of their own (a docstring may quote them).
-        marker = line.strip()
-        if marker == "# tether: begin async-only":
-            skip = True
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _in_block(line: str, indent: int) -> bool:
+    """Whether ``line`` belongs to a block whose header is indented by ``indent``."""
+    return not line.strip() or _indent(line) > indent
+
+
+def _keep_sync_branches(lines: list[str], src: str) -> list[str]:
+    """``if True:  # ASYNC`` blocks: drop the async branch, keep the ``else:`` one dedented."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _ASYNC_IF.match(lines[i])
+        if m is None:
+            if lines[i].rstrip().endswith(_ASYNC_ONLY_LINE):
+                i += 1
+                continue
+            out.append(lines[i])
+            i += 1
             continue
-        if marker == "# tether: end async-only":
-            skip = False
-            continue
-        if skip:
-            continue
-        m = re.match(r"^(\s*)# tether: sync-only: (.*)$", line)
-        if m:
-            out_lines.append(f"{m.group(1)}{m.group(2)}\n")
-            continue
-        out_lines.append(line)
-    body = "".join(out_lines)
+        indent = len(m.group(1))
+        i += 1
+        while i < len(lines) and _in_block(lines[i], indent):
+            i += 1
+        if i < len(lines) and _indent(lines[i]) == indent:
+            head = lines[i].strip()
+            if head.startswith("elif"):
+                raise SystemExit(f"{src}:{i + 1}: `if True:  # ASYNC` takes an else:, not an elif")
+            if head == "else:":
+                i += 1
+                start = i
+                while i < len(lines) and _in_block(lines[i], indent):
+                    i += 1
+                # Recurse: an else branch may hold a block of its own.
+                body = _keep_sync_branches(lines[start:i], src)
+                out.extend(line[4:] if line.strip() else line for line in body)
+    return out
+
+
+def transform(text: str, src: str, dst: str) -> str:
+    for marker in ("# tether: begin async-only", "# tether: sync-only:"):
+        if marker in text:
+            raise SystemExit(f"{src}: {marker!r} is gone; write `if True:  # ASYNC` ... `else:`")
+    body = "".join(_keep_sync_branches(text.splitlines(keepends=True), src))
+    for name, sync_name in RENAMES:
+        body = re.sub(rf"\b{name}\b", sync_name, body)
     for pattern, repl in SUBS:
         body = re.sub(pattern, repl, body)
-    return _ruff_format(HEADER.format(src=src) + body, src)
+    return _ruff_format(HEADER.format(src=src) + body, dst)
 
 
-def _ruff_format(text: str, src: str) -> str:
+def _ruff_format(text: str, target: str) -> str:
     """Format the generated text as `ruff format` would the checked-in file.
 
     Dropping ``await``/``async`` shortens lines, so the formatter may join
@@ -106,9 +173,8 @@ def _ruff_format(text: str, src: str) -> str:
     exe = str(ruff) if ruff.exists() else shutil.which("ruff")
     if exe is None:
         raise SystemExit("gen_sync needs ruff (make .venv/.installed)")
-    target = src.replace("_async", "_sync")
-    # Imports first: the sync-only lines land where isort would not put them, and
-    # async-only names and noqa comments turn unused.
+    # Imports first: an else branch's imports land where isort would not put them,
+    # and async-only names and noqa comments turn unused.
     fixed = subprocess.run(
         [
             exe,
@@ -150,7 +216,7 @@ def main() -> int:
         src_path, dst_path = ROOT / src, ROOT / dst
         if not src_path.exists():
             continue
-        want = transform(src_path.read_text(), src)
+        want = transform(src_path.read_text(), src, dst)
         have = dst_path.read_text() if dst_path.exists() else None
         if have == want:
             continue

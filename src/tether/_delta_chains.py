@@ -26,6 +26,9 @@ before calling them:
 
 ``copy_thread`` copies every checkpoint with its writes and parent links, so
 the copy rebuilds the same values and needs nothing here.
+
+The I/O (read the threads, then prune or delete) is in
+``_delta_chains_async.py`` and the ``_delta_chains_sync.py`` generated from it.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from tether.checkpoint import CheckpointTuple
+from tether.errors import ConfigError
 
-__all__ = ["ThreadChains", "describe_conflicts"]
+__all__ = ["ThreadChains", "describe_conflicts", "refuse_cut_runs"]
 
 _COUNTERS = "counters_since_delta_snapshot"
 
@@ -153,3 +157,16 @@ def describe_conflicts(thread_id: str, conflicts: list[tuple[str, str, str, str]
         f"thread {thread_id!r} ({where}checkpoint {kept!r}{more}) rebuilds a LangGraph "
         f"DeltaChannel from the writes of checkpoint {gone!r} of run {run!r}"
     )
+
+
+def refuse_cut_runs(run_ids: list[str], problems: list[str]) -> None:
+    """Raise what ``delete_for_runs`` says when it would cut a walk (``problems``, one a thread)."""
+    if problems:
+        raise ConfigError(
+            f"delete_for_runs({run_ids!r}) would cut LangGraph DeltaChannel history: "
+            + "; ".join(problems)
+            + ". Deleted, those checkpoints would silently read such a channel back short "
+            "or empty, so nothing was deleted. Delete the later runs of the thread along with "
+            "these, delete the whole thread (delete_thread), or keep these runs; "
+            "prune(strategy='keep_latest') keeps what the latest checkpoint needs."
+        )

@@ -7,7 +7,8 @@ cannot drift:
   async methods call the sync ones directly. Their critical sections are
   short, CPU-only and never held across an ``await``, so this cannot block
   the loop for long nor deadlock.
-* :class:`ThreadedAsyncMixin` — for a blocking driver (sqlite3). The async
+* :class:`ThreadedAsyncMixin` — for a blocking driver (sqlite3, and psycopg's
+  sync API when a Postgres saver was given no async resource). The async
   methods run the sync ones in a worker thread (``asyncio.to_thread``), never
   on the event loop thread; ``alist`` advances the sync iterator a page at a
   time in worker threads, so the iterator must not keep thread-bound state
@@ -151,6 +152,10 @@ def _next_page(it: Iterator[CheckpointTuple], n: int) -> list[CheckpointTuple]:
 class ThreadedAsyncMixin(_SyncMethods):
     """Async methods that run the sync implementation in worker threads."""
 
+    #: Items ``alist`` takes from the sync iterator per worker-thread hop; a
+    #: backend that lists by pages sets its page size, one query per hop.
+    _alist_page: int = _PAGE
+
     async def aget_tuple(self, config: Config) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 
@@ -172,10 +177,10 @@ class ThreadedAsyncMixin(_SyncMethods):
         )
         try:
             while True:
-                page = await asyncio.to_thread(_next_page, it, _PAGE)
+                page = await asyncio.to_thread(_next_page, it, self._alist_page)
                 for item in page:
                     yield item
-                if len(page) < _PAGE:
+                if len(page) < self._alist_page:
                     return
         finally:
             close = getattr(it, "close", None)

@@ -27,7 +27,7 @@ from rich.pretty import Pretty
 from rich.table import Table
 
 from tether import __version__
-from tether._delta_chains import ThreadChains
+from tether._delta_chains_sync import prune_keeping_chains
 from tether.checkpoint import CheckpointTuple
 from tether.cli._stores import HeadInfo, Store, ThreadInfo, opened, same_store
 from tether.errors import (
@@ -514,12 +514,8 @@ def prune(
             assert keep is not None
             # A LangGraph DeltaChannel value is rebuilt from the writes of the
             # checkpoint's ancestors: keep the newest N and every one of those.
-            for tid in before:
-                chains = ThreadChains(st.saver.list({"configurable": {"thread_id": tid}}))
-                count = chains.keep_count(keep)
-                if count > keep:
-                    grown[tid] = count
-                st.saver.prune([tid], strategy="keep_last", keep=count)
+            counts = prune_keeping_chains(st.saver, list(before), strategy="keep_last", keep=keep)
+            grown = {tid: count for tid, count in counts.items() if count > keep}
         after = {i.thread_id: i.checkpoints for i in st.threads_named(list(before))}
     out = _out()
     for tid, n in before.items():

@@ -11,7 +11,9 @@ resumed after a crash (finished tasks are not run again), stopped for a human
 Modules, in reading order: ``_types`` (public markers), ``_channels``,
 ``_state`` (schemas and reducers), ``_graph`` (the builder), ``_algo`` (one
 superstep without I/O), ``_persist`` (durability modes), ``_loop`` (the run
-loop), ``_pregel`` (the compiled graph and its state API).
+loop), ``_pregel`` (the compiled graph and its state API). The I/O of the last
+three is in ``_persist_async``, ``_loop_async`` and ``_pregel_async``; their
+``_sync`` twins are generated from them by ``tools/gen_sync.py``.
 """
 
 from __future__ import annotations

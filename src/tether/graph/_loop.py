@@ -16,25 +16,26 @@
         stop on interrupt_after
     exit: finish the background writes (exit mode: the one put)
 
-:class:`Run` holds the state of one run and every step that does no I/O;
-:func:`run_sync` and :func:`run_async` are the two thin drivers, one running
-tasks on threads, the other on asyncio, each talking to the saver through its
-:mod:`~tether.graph._persist` lane.
+:class:`Run` holds the state of one run and every step that does no I/O.
+The two thin drivers that do the I/O are ``run_async`` (``_loop_async.py``,
+written by hand) and ``run_sync`` (``_loop_sync.py``, generated from it by
+``tools/gen_sync.py``); each talks to the saver through its
+:mod:`~tether.graph._persist` lane. What really differs between them is
+here: :class:`TaskRunner` runs a step's tasks on threads, and
+:class:`AsyncTaskRunner` as asyncio tasks (sync nodes in worker threads).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from tether.checkpoint import (
     ERROR,
     INTERRUPT,
-    RESUME,
     Address,
     Checkpoint,
     CheckpointMetadata,
@@ -59,7 +60,7 @@ from tether.graph._algo import (
     restore_channels,
     state_after,
 )
-from tether.graph._persist import AsyncPersister, Durability, SyncPersister
+from tether.graph._persist import Durability
 from tether.graph._types import (
     END,
     START,
@@ -68,14 +69,22 @@ from tether.graph._types import (
     GraphRecursionError,
     Interrupt,
     Send,
-    current_task,
 )
 
 if TYPE_CHECKING:
     from tether.base import BaseCheckpointSaver
     from tether.graph._pregel import CompiledStateGraph
 
-__all__ = ["Run", "run_async", "run_sync"]
+__all__ = [
+    "AsyncTaskRunner",
+    "Run",
+    "TaskRunner",
+    "failure_writes",
+    "goto_writes",
+    "node_args",
+    "stream_modes",
+    "task_path",
+]
 
 INTERRUPT_SEEN = INTERRUPT  # versions_seen key: channel versions at the last interrupt
 
@@ -408,6 +417,15 @@ class Run:
         return values
 
 
+def stream_modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
+    """The modes a run yields chunks of, and whether one was named on its own (bare chunks)."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    for m in modes:
+        if m not in ("values", "updates"):
+            raise ConfigError(f"stream_mode must be 'values' or 'updates', got {m!r}")
+    return modes, isinstance(stream_mode, str)
+
+
 def goto_writes(goto: Sequence[Any]) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for target in goto:
@@ -421,219 +439,50 @@ def goto_writes(goto: Sequence[Any]) -> list[tuple[str, Any]]:
 # --- running one task ---------------------------------------------------------------
 
 
-def _failure_writes(exc: BaseException) -> list[tuple[str, Any]]:
+def failure_writes(exc: BaseException) -> list[tuple[str, Any]]:
     if isinstance(exc, GraphInterrupt):
         return [(INTERRUPT, encode_interrupts(exc.interrupts))]
     return [(ERROR, encode_error(exc))]
 
 
-def _args(run: Run, task: Task) -> tuple[Any, ...]:
+def node_args(run: Run, task: Task) -> tuple[Any, ...]:
+    """What the node function is called with: the state, and the config if it declares one."""
     if task.node.wants_config:
         return (task.input, run.node_config(task))
     return (task.input,)
 
 
-def _call_sync(run: Run, task: Task) -> list[tuple[str, Any]]:
-    if task.node.is_async:
-        raise ConfigError(f"node {task.name!r} is async; run the graph with ainvoke()/astream()")
-    ctx = run.context(task)
-    policy = task.node.retry
-    attempt = 0
-    while True:
-        attempt += 1
-        ctx.counter = 0
-        token = current_task.set(ctx)
-        try:
-            if task.node.subgraph is not None:
-                ret = task.node.subgraph.invoke(task.input)
-            else:
-                ret = task.node.func(*_args(run, task))
-            return run.task_writes(task, ret)
-        except GraphInterrupt:
-            raise
-        except Exception as exc:
-            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
-                raise
-            time.sleep(policy.wait(attempt))
-        finally:
-            current_task.reset(token)
-
-
-async def _call_async(run: Run, task: Task) -> list[tuple[str, Any]]:
-    ctx = run.context(task)
-    policy = task.node.retry
-    attempt = 0
-    while True:
-        attempt += 1
-        ctx.counter = 0
-        token = current_task.set(ctx)
-        try:
-            if task.node.subgraph is not None:
-                ret = await task.node.subgraph.ainvoke(task.input)
-            elif task.node.is_async:
-                ret = await task.node.func(*_args(run, task))
-            else:
-                # sync nodes run in a worker thread, with this task's context
-                cv = contextvars.copy_context()
-                ret = await asyncio.to_thread(cv.run, task.node.func, *_args(run, task))
-            return run.task_writes(task, ret)
-        except GraphInterrupt:
-            raise
-        except Exception as exc:
-            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
-                raise
-            await asyncio.sleep(policy.wait(attempt))
-        finally:
-            current_task.reset(token)
-
-
-def _task_path(task: Task) -> str:
+def task_path(task: Task) -> str:
     return f"{task.path[0]}:{task.path[1]}"
 
 
-# --- the sync driver ------------------------------------------------------------------
+class TaskRunner:
+    """How a sync run runs a step's tasks: one inline, several on threads of a pool of its own."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+
+    def run(self, work: Callable[[Task], None], tasks: Sequence[Task]) -> None:
+        if len(tasks) == 1:
+            work(tasks[0])
+        elif tasks:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(thread_name_prefix="tether-task")
+            futures = [self._pool.submit(contextvars.copy_context().run, work, t) for t in tasks]
+            for f in futures:
+                f.result()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
-def run_sync(
-    run: Run, input: Any, modes: Sequence[str], resume_map: Mapping[str, list[Any]] | None = None
-) -> Iterator[tuple[str, Any]]:
-    """Run the loop on threads; yields ``(mode, chunk)`` for the requested stream modes."""
-    graph = run.graph
-    lane = SyncPersister(run.saver, run.durability)
-    saver = run.saver
-    pool: ThreadPoolExecutor | None = None
-    try:
-        if saver is not None and not run.fresh:
-            saved = saver.get_tuple(run.user_config if run.requested_id else run.address())
-            latest_id = None
-            if run.requested_id is not None:
-                head = saver.get_tuple(run.address())
-                latest_id = head.checkpoint["id"] if head else None
-            run.load(saved, latest_id)
-        input_writes = run.prepare_input(input)
-        run.stop = run.step + 1 + run.recursion_limit
-        if input_writes is not None:
-            lane.put(*run.input_step(input_writes))
-        else:
-            run.mark_resuming()
-            resumes = (
-                run.resume_writes(input)
-                if isinstance(input, Command)
-                else run.forwarded_resume(resume_map or {})
-            )
-            for tid, resume in resumes:
-                lane.put_writes(run.saved_config or run.address(), [(RESUME, resume)], tid, "")
-        while True:
-            tasks = run.next_tasks(graph.interrupt_before)
-            if tasks is None:
-                break
-            todo = [t for t in tasks if not t.done]
-            config = run.saved_config or run.address()
+class AsyncTaskRunner:
+    """How an async run runs a step's tasks: as asyncio tasks, all awaited."""
 
-            def work(task: Task, config: dict[str, Any] = config) -> None:
-                try:
-                    writes = _call_sync(run, task)
-                except Exception as exc:
-                    writes = _failure_writes(exc)
-                    if not isinstance(exc, GraphInterrupt):
-                        run.errors[task.id] = exc
-                run.record(task, writes)
-                lane.put_writes(config, writes, task.id, _task_path(task))
+    async def run(self, work: Callable[[Task], Awaitable[None]], tasks: Sequence[Task]) -> None:
+        if tasks:
+            await asyncio.gather(*(work(t) for t in tasks))
 
-            if len(todo) == 1:
-                work(todo[0])
-            elif todo:
-                if pool is None:
-                    pool = ThreadPoolExecutor(thread_name_prefix="tether-task")
-                futures = [pool.submit(contextvars.copy_context().run, work, t) for t in todo]
-                for f in futures:
-                    f.result()
-            if "updates" in modes:
-                for chunk in run.updates():
-                    yield ("updates", chunk)
-            put = run.finish_step(graph.interrupt_after)
-            if put is None:
-                break
-            lane.put(*put)
-            if "values" in modes:
-                yield ("values", read_state(run.program, run.channels))
-            if run.interrupted_by == "after":
-                break
-        if run.interrupted_by and "updates" in modes:
-            yield ("updates", {"__interrupt__": tuple(run.interrupts)})
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
-        lane.close()
-    failure = run.failure
-    if failure is not None:
-        raise failure
-
-
-async def run_async(
-    run: Run, input: Any, modes: Sequence[str], resume_map: Mapping[str, list[Any]] | None = None
-) -> AsyncIterator[tuple[str, Any]]:
-    """Run the loop on asyncio; same steps as :func:`run_sync`."""
-    graph = run.graph
-    lane = AsyncPersister(run.saver, run.durability)
-    saver = run.saver
-    try:
-        if saver is not None and not run.fresh:
-            saved = await saver.aget_tuple(run.user_config if run.requested_id else run.address())
-            latest_id = None
-            if run.requested_id is not None:
-                head = await saver.aget_tuple(run.address())
-                latest_id = head.checkpoint["id"] if head else None
-            run.load(saved, latest_id)
-        input_writes = run.prepare_input(input)
-        run.stop = run.step + 1 + run.recursion_limit
-        if input_writes is not None:
-            await lane.put(*run.input_step(input_writes))
-        else:
-            run.mark_resuming()
-            resumes = (
-                run.resume_writes(input)
-                if isinstance(input, Command)
-                else run.forwarded_resume(resume_map or {})
-            )
-            for tid, resume in resumes:
-                await lane.put_writes(
-                    run.saved_config or run.address(), [(RESUME, resume)], tid, ""
-                )
-        while True:
-            tasks = run.next_tasks(graph.interrupt_before)
-            if tasks is None:
-                break
-            todo = [t for t in tasks if not t.done]
-            config = run.saved_config or run.address()
-
-            async def work(task: Task, config: dict[str, Any] = config) -> None:
-                try:
-                    writes = await _call_async(run, task)
-                except Exception as exc:
-                    writes = _failure_writes(exc)
-                    if not isinstance(exc, GraphInterrupt):
-                        run.errors[task.id] = exc
-                run.record(task, writes)
-                await lane.put_writes(config, writes, task.id, _task_path(task))
-
-            if todo:
-                await asyncio.gather(*(work(t) for t in todo))
-            if "updates" in modes:
-                for chunk in run.updates():
-                    yield ("updates", chunk)
-            put = run.finish_step(graph.interrupt_after)
-            if put is None:
-                break
-            await lane.put(*put)
-            if "values" in modes:
-                yield ("values", read_state(run.program, run.channels))
-            if run.interrupted_by == "after":
-                break
-        if run.interrupted_by and "updates" in modes:
-            yield ("updates", {"__interrupt__": tuple(run.interrupts)})
-    finally:
-        await lane.close()
-    failure = run.failure
-    if failure is not None:
-        raise failure
+    def close(self) -> None:
+        """Nothing to release (the sync runner's pool is what needs closing)."""

@@ -16,10 +16,12 @@
              so an interrupted or failed run can still be resumed (S4.3).
 =========== ======================================================================
 
-The sync lane is a per-run FIFO drained by one thread at a time from a small
-shared pool (threads are reused, and with them a saver's per-thread
-connections); the async lane is a chain of asyncio tasks, each awaiting the
-previous one first.
+The modes are applied by ``AsyncPersister`` (``_persist_async.py``, written
+by hand) and ``SyncPersister`` (``_persist_sync.py``, generated from it by
+``tools/gen_sync.py``). What differs is here, the lane: the sync one is a
+per-run FIFO drained by one thread at a time from a small shared pool
+(threads are reused, and with them a saver's per-thread connections); the
+async one is a chain of asyncio tasks, each awaiting the previous one first.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeAlias
 
@@ -35,7 +37,7 @@ from tether.base import BaseCheckpointSaver
 from tether.checkpoint import ChannelVersions, Checkpoint, CheckpointMetadata, Config
 from tether.errors import ConfigError
 
-__all__ = ["AsyncPersister", "Durability", "SyncPersister", "check_durability"]
+__all__ = ["Durability", "check_durability"]
 
 Durability: TypeAlias = Literal["sync", "async", "exit"]
 
@@ -47,6 +49,8 @@ def check_durability(value: str) -> Durability:
 
 
 class _Base:
+    """What both persisters hold: the saver, the mode, the first failure, exit mode's checkpoint."""
+
     def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
         self.saver = saver
         self.durability = durability
@@ -124,138 +128,23 @@ class _Lane:
         self._idle.wait()
 
 
-class SyncPersister(_Base):
-    """The durability modes for a sync run."""
+class _AsyncLane:
+    """The asyncio lane: each write is a task that first awaits the one before (strict order)."""
 
-    def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
-        super().__init__(saver, durability)
-        self._lane = _Lane()
-
-    def _submit(self, fn: Callable[[], Any]) -> None:
-        def run() -> None:
-            if self.error is not None:
-                return  # an earlier write failed: never store anything after it
-            try:
-                fn()
-            except BaseException as exc:
-                self.error = exc
-
-        self._lane.submit(run)
-
-    def put(
-        self,
-        config: Config,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        versions: ChannelVersions,
-    ) -> None:
-        saver = self.saver
-        if saver is None:
-            return
-        if self.durability == "sync":
-            saver.put(config, checkpoint, metadata, versions)
-        elif self.durability == "async":
-            self.raise_failure()
-            self._submit(lambda: saver.put(config, checkpoint, metadata, versions))
-        else:
-            self._hold(config, checkpoint, metadata, versions)
-
-    def put_writes(
-        self, config: Config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
-    ) -> None:
-        saver = self.saver
-        if saver is None:
-            return
-        batch = list(writes)
-        if self.durability == "sync":
-            saver.put_writes(config, batch, task_id, task_path)
-        elif self.durability == "async":
-            with self._lock:  # tasks finish on several threads; submit one at a time
-                self._submit(lambda: saver.put_writes(config, batch, task_id, task_path))
-        else:
-            with self._lock:
-                self.held_writes.append((config, batch, task_id, task_path))
-
-    def close(self) -> None:
-        """Finish every write; raises the first failure."""
-        saver = self.saver
-        self._lane.wait()
-        self.raise_failure()
-        if saver is not None and self.held is not None:
-            config, checkpoint, metadata, versions = self.held
-            self.held = None
-            saver.put(config, checkpoint, metadata, versions)
-        if saver is not None:
-            for wconfig, batch, tid, path in self.held_writes:
-                saver.put_writes(wconfig, batch, tid, path)
-            self.held_writes = []
-
-
-class AsyncPersister(_Base):
-    """The durability modes for an async run (same rules, asyncio tasks as the lane)."""
-
-    def __init__(self, saver: BaseCheckpointSaver | None, durability: Durability) -> None:
-        super().__init__(saver, durability)
+    def __init__(self) -> None:
         self._last: asyncio.Task[None] | None = None
 
-    def _submit(self, make: Callable[[], Awaitable[Any]]) -> None:
+    def submit(self, fn: Callable[[], Awaitable[None]]) -> None:
         previous = self._last
 
         async def run() -> None:
             if previous is not None:
-                await previous  # never raises: failures are kept in self.error
-            if self.error is not None:
-                return
-            try:
-                await make()
-            except BaseException as exc:
-                self.error = exc
+                await previous  # never raises: the persister keeps failures
+            await fn()
 
         self._last = asyncio.get_running_loop().create_task(run())
 
-    async def put(
-        self,
-        config: Config,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        versions: ChannelVersions,
-    ) -> None:
-        saver = self.saver
-        if saver is None:
-            return
-        if self.durability == "sync":
-            await saver.aput(config, checkpoint, metadata, versions)
-        elif self.durability == "async":
-            self.raise_failure()
-            self._submit(lambda: saver.aput(config, checkpoint, metadata, versions))
-        else:
-            self._hold(config, checkpoint, metadata, versions)
-
-    async def put_writes(
-        self, config: Config, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
-    ) -> None:
-        saver = self.saver
-        if saver is None:
-            return
-        batch = list(writes)
-        if self.durability == "sync":
-            await saver.aput_writes(config, batch, task_id, task_path)
-        elif self.durability == "async":
-            self._submit(lambda: saver.aput_writes(config, batch, task_id, task_path))
-        else:
-            self.held_writes.append((config, batch, task_id, task_path))
-
-    async def close(self) -> None:
-        saver = self.saver
+    async def wait(self) -> None:
         if self._last is not None:
             await asyncio.shield(self._last)
             self._last = None
-        self.raise_failure()
-        if saver is not None and self.held is not None:
-            config, checkpoint, metadata, versions = self.held
-            self.held = None
-            await saver.aput(config, checkpoint, metadata, versions)
-        if saver is not None:
-            for wconfig, batch, tid, path in self.held_writes:
-                await saver.aput_writes(wconfig, batch, tid, path)
-            self.held_writes = []

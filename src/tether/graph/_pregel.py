@@ -20,7 +20,7 @@ in the state round-trip under the strict serializer without configuration.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tether.base import BaseCheckpointSaver
@@ -36,12 +36,13 @@ from tether.graph._algo import (
     read_state,
     restore_channels,
 )
-from tether.graph._loop import Run, run_async, run_sync
+from tether.graph._loop import Run
 from tether.graph._persist import Durability, check_durability
+from tether.graph._pregel_async import _AsyncPregel
+from tether.graph._pregel_sync import _Pregel
 from tether.graph._state import as_dict, schema_types
 from tether.graph._types import (
     START,
-    GraphInterrupt,
     Send,
     StateSnapshot,
     TaskInfo,
@@ -53,14 +54,6 @@ __all__ = ["CompiledStateGraph"]
 COPY = "__copy__"
 
 
-def _modes(stream_mode: str | Sequence[str]) -> tuple[list[str], bool]:
-    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    for m in modes:
-        if m not in ("values", "updates"):
-            raise ConfigError(f"stream_mode must be 'values' or 'updates', got {m!r}")
-    return modes, isinstance(stream_mode, str)
-
-
 def _program_types(program: Program, out: list[type]) -> None:
     out.extend(schema_types(program.schema))
     for node in program.nodes.values():
@@ -68,7 +61,7 @@ def _program_types(program: Program, out: list[type]) -> None:
             _program_types(node.subgraph.program, out)
 
 
-class CompiledStateGraph:
+class CompiledStateGraph(_Pregel, _AsyncPregel):
     """A runnable graph; made by :meth:`StateGraph.compile`."""
 
     def __init__(
@@ -130,99 +123,6 @@ class CompiledStateGraph:
         if input is None:
             return None
         return {k: v for k, v in as_dict(input).items() if k in self.program.schema.hints}
-
-    def stream(
-        self,
-        input: Any,
-        config: Config | None = None,
-        *,
-        stream_mode: str | Sequence[str] = "values",
-        durability: str | None = None,
-    ) -> Iterator[Any]:
-        """Run the graph, yielding chunks of ``stream_mode`` (``"values"``, ``"updates"``).
-
-        With a list of modes, chunks are ``(mode, chunk)`` pairs.
-        """
-        modes, single = _modes(stream_mode)
-        run, resume = self._new_run(config, durability)
-        for mode, chunk in self._drive(run, input, modes, resume):
-            yield chunk if single else (mode, chunk)
-
-    def _drive(
-        self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
-    ) -> Iterator[tuple[str, Any]]:
-        if run.as_subgraph:
-            if (
-                not run.fresh
-                and run.saver is not None
-                and run.saver.get_tuple(run.address()) is not None
-            ):
-                input = None  # the same task again: continue the subgraph's own checkpoints
-            else:
-                input = self._subgraph_input(input)
-        yield from run_sync(run, input, modes, resume)
-        if run.as_subgraph and run.interrupted_by:
-            raise GraphInterrupt(run.interrupts)
-
-    def invoke(
-        self, input: Any, config: Config | None = None, *, durability: str | None = None
-    ) -> dict[str, Any]:
-        """Run to the end (or to an interrupt); returns the state values.
-
-        When the run stopped on interrupts they are under ``"__interrupt__"``.
-
-        Args:
-            input: the input state, ``None`` to continue the thread, or
-                ``Command(resume=...)`` to answer pending interrupts.
-            config: ``{"configurable": {"thread_id": ...}}`` and optionally
-                ``checkpoint_id`` (run from that checkpoint: a new branch) and
-                ``recursion_limit`` (default 25 supersteps).
-            durability: ``"sync"``, ``"async"`` (default) or ``"exit"`` (S4).
-        """
-        run, resume = self._new_run(config, durability)
-        for _ in self._drive(run, input, [], resume):
-            pass
-        return run.output()
-
-    async def astream(
-        self,
-        input: Any,
-        config: Config | None = None,
-        *,
-        stream_mode: str | Sequence[str] = "values",
-        durability: str | None = None,
-    ) -> AsyncIterator[Any]:
-        """Async :meth:`stream`: tasks run as asyncio tasks (sync nodes in threads)."""
-        modes, single = _modes(stream_mode)
-        run, resume = self._new_run(config, durability)
-        async for mode, chunk in self._adrive(run, input, modes, resume):
-            yield chunk if single else (mode, chunk)
-
-    async def _adrive(
-        self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
-    ) -> AsyncIterator[tuple[str, Any]]:
-        if run.as_subgraph:
-            if (
-                not run.fresh
-                and run.saver is not None
-                and await run.saver.aget_tuple(run.address()) is not None
-            ):
-                input = None
-            else:
-                input = self._subgraph_input(input)
-        async for item in run_async(run, input, modes, resume):
-            yield item
-        if run.as_subgraph and run.interrupted_by:
-            raise GraphInterrupt(run.interrupts)
-
-    async def ainvoke(
-        self, input: Any, config: Config | None = None, *, durability: str | None = None
-    ) -> dict[str, Any]:
-        """Async :meth:`invoke`."""
-        run, resume = self._new_run(config, durability)
-        async for _ in self._adrive(run, input, [], resume):
-            pass
-        return run.output()
 
     # --- reading state -------------------------------------------------------------
 
@@ -290,49 +190,9 @@ class CompiledStateGraph:
             graph = spec.subgraph._with_saver(self._saver())
         return graph
 
-    def get_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
-        """The state at the checkpoint ``config`` names (the latest when it names none).
-
-        With ``subgraphs=True`` a task that runs a subgraph carries that
-        subgraph's own snapshot in ``task.state``.
-        """
-        if (owner := self._owner(config)) is not self:
-            return owner.get_state(config, subgraphs=subgraphs)
-        saver = self._saver()
-        saved = saver.get_tuple(config)
-        if saved is None:
-            return self._empty(config)
-        snap, tasks = self._snapshot(saved)
-        if subgraphs:
-            infos = list(snap.tasks)
-            for i, (info, task) in enumerate(zip(infos, tasks, strict=True)):
-                sub = task.node.subgraph
-                if sub is not None and isinstance(info.state, dict):
-                    inner = sub._with_saver(saver).get_state(info.state, subgraphs=True)
-                    if inner.metadata is not None:
-                        infos[i] = info._replace(state=inner)
-            snap = snap._replace(tasks=tuple(infos))
-        return snap
-
-    async def aget_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
-        """Async :meth:`get_state`."""
-        if (owner := self._owner(config)) is not self:
-            return await owner.aget_state(config, subgraphs=subgraphs)
-        saver = self._saver()
-        saved = await saver.aget_tuple(config)
-        if saved is None:
-            return self._empty(config)
-        snap, tasks = self._snapshot(saved)
-        if subgraphs:
-            infos = list(snap.tasks)
-            for i, (info, task) in enumerate(zip(infos, tasks, strict=True)):
-                sub = task.node.subgraph
-                if sub is not None and isinstance(info.state, dict):
-                    inner = await sub._with_saver(saver).aget_state(info.state, subgraphs=True)
-                    if inner.metadata is not None:
-                        infos[i] = info._replace(state=inner)
-            snap = snap._replace(tasks=tuple(infos))
-        return snap
+    def _history_scope(self, config: Config) -> tuple[CompiledStateGraph, Config]:
+        """The graph whose snapshots ``config``'s history holds, and the config to list it by."""
+        return self._owner(config), _one_namespace(config)
 
     def _with_saver(self, saver: BaseCheckpointSaver) -> CompiledStateGraph:
         if self.checkpointer is not None:
@@ -341,39 +201,6 @@ class CompiledStateGraph:
         clone.__dict__.update(self.__dict__)
         clone.checkpointer = saver
         return clone
-
-    def get_state_history(
-        self,
-        config: Config,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: Config | None = None,
-        limit: int | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """Every checkpoint of the config's namespace (the root graph's by default), newest first.
-
-        As in LangGraph, a subgraph's checkpoints are not the parent graph's
-        history: they are listed by passing the subgraph's own config (its
-        ``checkpoint_ns``), as ``get_state(subgraphs=True)`` returns it.
-        """
-        owner = self._owner(config)
-        scoped = _one_namespace(config)
-        for saved in self._saver().list(scoped, filter=filter, before=before, limit=limit):
-            yield owner._snapshot(saved, latest=False)[0]
-
-    async def aget_state_history(
-        self,
-        config: Config,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: Config | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
-        """Async :meth:`get_state_history`."""
-        owner = self._owner(config)
-        scoped = _one_namespace(config)
-        async for saved in self._saver().alist(scoped, filter=filter, before=before, limit=limit):
-            yield owner._snapshot(saved, latest=False)[0]
 
     # --- changing state --------------------------------------------------------------
 
@@ -427,26 +254,6 @@ class CompiledStateGraph:
         parents = dict(saved.metadata.get("parents", {})) if saved else {}
         run.parents = parents
         return run._next_checkpoint("update", updated)
-
-    def update_state(
-        self, config: Config, values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
-        """Put a new checkpoint as if ``as_node`` had returned ``values``; returns its config.
-
-        ``as_node="__copy__"`` puts an unchanged ``source="fork"`` copy instead.
-        Without ``as_node`` the node that ran last is assumed.
-        """
-        saver = self._saver()
-        saved = saver.get_tuple(config)
-        return saver.put(*self._update_plan(config, saved, values, as_node))
-
-    async def aupdate_state(
-        self, config: Config, values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
-        """Async :meth:`update_state`."""
-        saver = self._saver()
-        saved = await saver.aget_tuple(config)
-        return await saver.aput(*self._update_plan(config, saved, values, as_node))
 
 
 def _last_node(saved: CheckpointTuple | None) -> str:

@@ -6,7 +6,10 @@ call. Little needs translating: tether's data model *is* LangGraph's v4
 format (checkpoint dicts, configs, metadata), so a call passes through and
 only tether's ``CheckpointTuple`` is rebuilt as LangGraph's (same fields, a
 different NamedTuple class). Both halves are tether's, so every instance
-serves ``invoke`` and ``ainvoke`` alike.
+serves ``invoke`` and ``ainvoke`` alike. The method table is inherited: the
+async half is written in ``_adapter_async.py``, the sync half generated from
+it (``_adapter_sync.py``, by ``tools/gen_sync.py``); the translations are in
+``_convert.py``.
 
 What the LangGraph runtime expects beyond the method table:
 
@@ -29,74 +32,17 @@ What the LangGraph runtime expects beyond the method table:
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
-from typing import Any, Self, cast, get_args
-
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-)
+from collections.abc import Collection
+from typing import Self
 
 from tether import base as tether_base
-from tether import checkpoint as tether_checkpoint
-from tether._delta_chains import ThreadChains, describe_conflicts
-from tether.backends._common import check_prune, check_thread_ids
-from tether.base import PruneStrategy
-from tether.errors import ConfigError
+from tether.langgraph._adapter_async import _AsyncAdapter
+from tether.langgraph._adapter_sync import _Adapter
 
 __all__ = ["TetherLangGraphSaver"]
 
-_STRATEGIES: tuple[str, ...] = get_args(PruneStrategy)
 
-
-def _to_langgraph(tup: tether_checkpoint.CheckpointTuple) -> CheckpointTuple:
-    return CheckpointTuple(
-        cast(RunnableConfig, tup.config),
-        tup.checkpoint,
-        cast(CheckpointMetadata, tup.metadata),
-        cast(RunnableConfig | None, tup.parent_config),
-        tup.pending_writes,
-    )
-
-
-def _plain_writes(writes: Sequence[tuple[str, Any]]) -> Sequence[tuple[str, Any]]:
-    if any(isinstance(value, BaseException) for _, value in writes):
-        return [
-            (channel, repr(value) if isinstance(value, BaseException) else value)
-            for channel, value in writes
-        ]
-    return writes
-
-
-def _strategy(strategy: str) -> PruneStrategy:
-    if strategy not in _STRATEGIES:
-        raise ConfigError(
-            f"unknown prune strategy {strategy!r}; use one of {', '.join(map(repr, _STRATEGIES))}"
-        )
-    return cast(PruneStrategy, strategy)
-
-
-def _thread(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-def _refuse_cut_runs(run_ids: list[str], problems: list[str]) -> None:
-    if problems:
-        raise ConfigError(
-            f"delete_for_runs({run_ids!r}) would cut LangGraph DeltaChannel history: "
-            + "; ".join(problems)
-            + ". Deleted, those checkpoints would silently read such a channel back short "
-            "or empty, so nothing was deleted. Delete the later runs of the thread along with "
-            "these, delete the whole thread (delete_thread), or keep these runs; "
-            "prune(strategy='keep_latest') keeps what the latest checkpoint needs."
-        )
-
-
-class TetherLangGraphSaver(BaseCheckpointSaver[str]):
+class TetherLangGraphSaver(_Adapter, _AsyncAdapter):
     """A tether saver seen through LangGraph's ``BaseCheckpointSaver`` interface.
 
     The public classes in :mod:`tether.langgraph` are subclasses with the
@@ -127,202 +73,3 @@ class TetherLangGraphSaver(BaseCheckpointSaver[str]):
         clone.saver = saver
         clone.serde = saver.serde
         return clone
-
-    # --- sync ---------------------------------------------------------------------------
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = self.saver.get_tuple(config)
-        return _to_langgraph(tup) if tup is not None else None
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        for tup in self.saver.list(config, filter=filter, before=before, limit=limit):
-            yield _to_langgraph(tup)
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return cast(
-            RunnableConfig,
-            self.saver.put(
-                config,
-                checkpoint,
-                cast(tether_checkpoint.CheckpointMetadata, metadata),
-                new_versions,
-            ),
-        )
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self.saver.put_writes(config, _plain_writes(writes), task_id, task_path)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.saver.delete_thread(thread_id)
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs' checkpoints, unless a checkpoint that stays needs them.
-
-        Raises:
-            ConfigError: a remaining checkpoint rebuilds a ``DeltaChannel``
-                from the writes or snapshot of a checkpoint of these runs
-                (nothing is deleted then).
-        """
-        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
-        if runs:
-            wanted = set(runs)
-            threads = dict.fromkeys(
-                tup.config["configurable"]["thread_id"]
-                for run in wanted
-                for tup in self.saver.list(None, filter={"run_id": run})
-            )
-            problems = []
-            for tid in threads:
-                cut = ThreadChains(self.saver.list(_thread(tid))).delete_conflicts(wanted)
-                if cut:
-                    problems.append(describe_conflicts(tid, cut))
-            _refuse_cut_runs(runs, problems)
-        self.saver.delete_for_runs(run_ids)
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.saver.copy_thread(source_thread_id, target_thread_id)
-
-    def prune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
-    ) -> None:
-        """Drop old checkpoints; LangGraph's strategies plus tether's ``"keep_last"``.
-
-        A thread whose graph uses a LangGraph ``DeltaChannel`` keeps more than
-        asked: a kept checkpoint rebuilds such a channel from its ancestors'
-        writes back to the last stored snapshot, so those ancestors stay. What
-        is kept is the newest N of each namespace, N as small as that allows:
-        on a straight thread, about one snapshot interval more than asked; a
-        fork from an old checkpoint can keep everything since it, because N
-        counts checkpoints by age, not by branch. Finding N reads each thread
-        once before pruning it. A run writing to the thread meanwhile can
-        still outgrow what was kept: prune threads that are at rest.
-
-        Args:
-            thread_ids: the threads to prune.
-            strategy: ``"keep_latest"`` (the newest checkpoint of each
-                namespace), ``"keep_last"`` (the newest ``keep``) or
-                ``"delete"`` (everything).
-            keep: how many to keep with ``"keep_last"``.
-        """
-        chosen = _strategy(strategy)
-        tids, n = check_thread_ids(thread_ids, bounded=False), check_prune(chosen, keep)
-        if n == 0:
-            self.saver.prune(tids, strategy=chosen, keep=keep)
-            return
-        counts = {tid: ThreadChains(self.saver.list(_thread(tid))).keep_count(n) for tid in tids}
-        as_asked = [tid for tid, count in counts.items() if count == n]
-        if as_asked:
-            self.saver.prune(as_asked, strategy=chosen, keep=keep)
-        for tid, count in counts.items():
-            if count != n:
-                self.saver.prune([tid], strategy="keep_last", keep=count)
-
-    # --- async --------------------------------------------------------------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = await self.saver.aget_tuple(config)
-        return _to_langgraph(tup) if tup is not None else None
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        async for tup in self.saver.alist(config, filter=filter, before=before, limit=limit):
-            yield _to_langgraph(tup)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return cast(
-            RunnableConfig,
-            await self.saver.aput(
-                config,
-                checkpoint,
-                cast(tether_checkpoint.CheckpointMetadata, metadata),
-                new_versions,
-            ),
-        )
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        await self.saver.aput_writes(config, _plain_writes(writes), task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self.saver.adelete_thread(thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async :meth:`delete_for_runs`."""
-        runs = check_thread_ids(run_ids, "run_ids", bounded=False)
-        if runs:
-            wanted = set(runs)
-            threads: dict[str, None] = {}
-            for run in wanted:
-                async for tup in self.saver.alist(None, filter={"run_id": run}):
-                    threads[tup.config["configurable"]["thread_id"]] = None
-            problems = []
-            for tid in threads:
-                chains = ThreadChains()
-                async for tup in self.saver.alist(_thread(tid)):
-                    chains.add(tup)
-                cut = chains.delete_conflicts(wanted)
-                if cut:
-                    problems.append(describe_conflicts(tid, cut))
-            _refuse_cut_runs(runs, problems)
-        await self.saver.adelete_for_runs(run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self.saver.acopy_thread(source_thread_id, target_thread_id)
-
-    async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
-    ) -> None:
-        """Async :meth:`prune`."""
-        chosen = _strategy(strategy)
-        tids, n = check_thread_ids(thread_ids, bounded=False), check_prune(chosen, keep)
-        if n == 0:
-            await self.saver.aprune(tids, strategy=chosen, keep=keep)
-            return
-        counts: dict[str, int] = {}
-        for tid in tids:
-            chains = ThreadChains()
-            async for tup in self.saver.alist(_thread(tid)):
-                chains.add(tup)
-            counts[tid] = chains.keep_count(n)
-        as_asked = [tid for tid, count in counts.items() if count == n]
-        if as_asked:
-            await self.saver.aprune(as_asked, strategy=chosen, keep=keep)
-        for tid, count in counts.items():
-            if count != n:
-                await self.saver.aprune([tid], strategy="keep_last", keep=count)

@@ -1,10 +1,11 @@
-"""The async Postgres core: the hand-written source of both cores.
+"""The Postgres core, every saver operation over psycopg: one module per flavour.
 
-``_sync.py`` is generated from this file by ``tools/gen_sync.py`` (``make
-gen-sync``); CI fails when it is stale. Write code here that turns into
-correct sync code by dropping ``async``/``await`` and the ``Async`` prefixes:
-blocks that only make sense in one of the two are marked (``# tether: begin
-async-only`` ... ``# tether: end async-only``; ``# tether: sync-only: <line>``).
+``_async.py`` is written by hand; ``_sync.py`` is generated from it by
+``tools/gen_sync.py`` (``make gen-sync``), and CI fails when it is stale.
+Write code in ``_async.py`` that turns into correct sync code by dropping
+``async``/``await`` and the ``Async`` prefixes; where the two must differ, an
+``if True:  # ASYNC`` block holds the async code and its ``else:`` the sync
+code, which the generator keeps.
 
 The core is private: :class:`~tether.backends.postgres.PostgresSaver` holds
 one core per flavour and passes its serializer on every call (so
@@ -21,11 +22,6 @@ more on a fresh connection before the error reaches the caller.
 
 from __future__ import annotations
 
-# tether: begin async-only
-import asyncio
-
-# tether: end async-only
-# tether: sync-only: import threading
 import contextlib
 import time
 import weakref
@@ -93,6 +89,12 @@ from tether.errors import (
 )
 from tether.serde.base import SerializerProtocol
 
+if True:  # ASYNC
+    import asyncio
+    from asyncio import Lock
+else:
+    from threading import Lock
+
 __all__ = ["AsyncLease", "_AsyncPostgresCore"]
 
 T = TypeVar("T")
@@ -154,7 +156,7 @@ class _AsyncPostgresCore:
         # own; the loaders then go on each cursor (a fresh adapters map each).
         self._owned = conninfo is not None
         self._json_ready: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
-        self._lock = asyncio.Lock()
+        self._lock = Lock()
         # The saver's one registry (both cores, clones): which threads it holds
         # a lease on, so that their writes are fenced.
         self._leases = leases if leases is not None else LeaseRegistry()

@@ -53,6 +53,7 @@ from psycopg import AsyncConnection, Connection
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._common import check_list_args
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
@@ -173,7 +174,7 @@ class _ThreadedLease(AsyncLease):
         await asyncio.to_thread(self._lease.check)
 
 
-class PostgresSaver(BaseCheckpointSaver):
+class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     """Checkpoints in Postgres, for sync and async callers (see the module doc).
 
     Args:
@@ -281,6 +282,7 @@ class PostgresSaver(BaseCheckpointSaver):
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ConfigError(f"page_size must be a positive int, got {page_size!r}")
         self._statements = Statements(schema)
+        self._alist_page = page_size  # built from a sync resource: one page a thread hop
         self._options: dict[str, Any] = {
             "statements": self._statements,
             "pipeline": bool(pipeline),
@@ -724,17 +726,19 @@ class PostgresSaver(BaseCheckpointSaver):
         self._sync_core().prune(thread_ids, strategy=strategy, keep=keep)
 
     # --- async API --------------------------------------------------------------------
+    # The loop's async core when there is one; else (a saver built from a sync
+    # psycopg resource) ThreadedAsyncMixin runs the sync methods in worker threads.
 
     async def aget_tuple(self, config: Config) -> CheckpointTuple | None:
         core = await self._aio_core()
         if core is None:
-            return await asyncio.to_thread(self.get_tuple, config)
+            return await super().aget_tuple(config)
         return await core.aget_tuple(self.serde, config)
 
     async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
         core = await self._aio_core()
         if core is None:
-            return await asyncio.to_thread(self.get_writes, config)
+            return await super().aget_writes(config)
         return await core.aget_writes(self.serde, config)
 
     def alist(
@@ -750,11 +754,11 @@ class PostgresSaver(BaseCheckpointSaver):
         if res.aio is not None:
             # Validates now, so bad input fails at the call.
             return res.aio.alist(self.serde, config, filter=filter, before=before, limit=limit)
-        if res.url is None:
-            it = self.list(config, filter=filter, before=before, limit=limit)
-            return self._alist_threaded(it)
-        # The async pool opens at the first item; bad input still fails at the call.
+        # The async pool, or the worker thread, starts at the first item; bad
+        # input still fails at the call.
         check_list_args(config, filter, before, limit)
+        if res.url is None:
+            return super().alist(config, filter=filter, before=before, limit=limit)
         return self._alist_lazy(config, filter=filter, before=before, limit=limit)
 
     async def _alist_lazy(
@@ -770,26 +774,6 @@ class PostgresSaver(BaseCheckpointSaver):
         async for item in core.alist(self.serde, config, filter=filter, before=before, limit=limit):
             yield item
 
-    async def _alist_threaded(
-        self, it: Iterator[CheckpointTuple]
-    ) -> AsyncIterator[CheckpointTuple]:
-        # The sync listing pages by key and holds no connection between pages,
-        # so advancing it from different worker threads is safe.
-        def page() -> list[CheckpointTuple]:
-            out = []
-            for item in it:
-                out.append(item)
-                if len(out) >= self._options["page_size"]:
-                    break
-            return out
-
-        while True:
-            items = await asyncio.to_thread(page)
-            for item in items:
-                yield item
-            if len(items) < self._options["page_size"]:
-                return
-
     async def aput(
         self,
         config: Config,
@@ -799,7 +783,7 @@ class PostgresSaver(BaseCheckpointSaver):
     ) -> dict[str, Any]:
         core = await self._aio_core()
         if core is None:
-            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+            return await super().aput(config, checkpoint, metadata, new_versions)
         return await core.aput(self.serde, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -811,30 +795,26 @@ class PostgresSaver(BaseCheckpointSaver):
     ) -> None:
         core = await self._aio_core()
         if core is None:
-            await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-        else:
-            await core.aput_writes(self.serde, config, writes, task_id, task_path)
+            return await super().aput_writes(config, writes, task_id, task_path)
+        return await core.aput_writes(self.serde, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         core = await self._aio_core()
         if core is None:
-            await asyncio.to_thread(self.delete_thread, thread_id)
-        else:
-            await core.adelete_thread(thread_id)
+            return await super().adelete_thread(thread_id)
+        return await core.adelete_thread(thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         core = await self._aio_core()
         if core is None:
-            await asyncio.to_thread(self.delete_for_runs, run_ids)
-        else:
-            await core.adelete_for_runs(run_ids)
+            return await super().adelete_for_runs(run_ids)
+        return await core.adelete_for_runs(run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         core = await self._aio_core()
         if core is None:
-            await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-        else:
-            await core.acopy_thread(source_thread_id, target_thread_id)
+            return await super().acopy_thread(source_thread_id, target_thread_id)
+        return await core.acopy_thread(source_thread_id, target_thread_id)
 
     async def aprune(
         self,
@@ -845,6 +825,5 @@ class PostgresSaver(BaseCheckpointSaver):
     ) -> None:
         core = await self._aio_core()
         if core is None:
-            await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep=keep)
-        else:
-            await core.aprune(thread_ids, strategy=strategy, keep=keep)
+            return await super().aprune(thread_ids, strategy=strategy, keep=keep)
+        return await core.aprune(thread_ids, strategy=strategy, keep=keep)

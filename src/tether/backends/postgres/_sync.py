@@ -1,12 +1,13 @@
 # GENERATED FILE: do not edit. Source: src/tether/backends/postgres/_async.py
 # Regenerate with `make gen-sync` (tools/gen_sync.py); CI checks it is current.
-"""The async Postgres core: the hand-written source of both cores.
+"""The Postgres core, every saver operation over psycopg: one module per flavour.
 
-``_sync.py`` is generated from this file by ``tools/gen_sync.py`` (``make
-gen-sync``); CI fails when it is stale. Write code here that turns into
-correct sync code by dropping ``async``/``await`` and the ``Async`` prefixes:
-blocks that only make sense in one of the two are marked (``# tether: begin
-async-only`` ... ``# tether: end async-only``; ``# tether: sync-only: <line>``).
+``_async.py`` is written by hand; ``_sync.py`` is generated from it by
+``tools/gen_sync.py`` (``make gen-sync``), and CI fails when it is stale.
+Write code in ``_async.py`` that turns into correct sync code by dropping
+``async``/``await`` and the ``Async`` prefixes; where the two must differ, an
+``if True:  # ASYNC`` block holds the async code and its ``else:`` the sync
+code, which the generator keeps.
 
 The core is private: :class:`~tether.backends.postgres.PostgresSaver` holds
 one core per flavour and passes its serializer on every call (so
@@ -24,11 +25,11 @@ more on a fresh connection before the error reaches the caller.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from threading import Lock
 from typing import Any, TypeVar
 
 import psycopg
@@ -152,7 +153,7 @@ class _PostgresCore:
         # own; the loaders then go on each cursor (a fresh adapters map each).
         self._owned = conninfo is not None
         self._json_ready: weakref.WeakSet[Connection[Any]] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        self._lock = Lock()
         # The saver's one registry (both cores, clones): which threads it holds
         # a lease on, so that their writes are fenced.
         self._leases = leases if leases is not None else LeaseRegistry()
@@ -854,7 +855,7 @@ class _PostgresCore:
 
 
 class Lease:
-    """The lease of one thread, held for a run (``with saver.alease(t) as lease``).
+    """The lease of one thread, held for a run (``with saver.lease(t) as lease``).
 
     While it is held, every ``put``/``put_writes`` of the thread by the saver
     that took it (and its ``with_allowlist`` clones, sync or async) is fenced

@@ -1,0 +1,165 @@
+"""``CompiledStateGraph``'s methods that do I/O: run, read state, update state.
+
+``_pregel_async.py`` is written by hand; ``_pregel_sync.py`` is generated from
+it by ``tools/gen_sync.py``, and :class:`~._pregel.CompiledStateGraph`
+inherits both, so every sync method and its async twin share one body. The
+async methods' short docstrings end in ``# ASYNC``: the string after each is
+the sync method's docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tether.checkpoint import CheckpointTuple, Config
+from tether.graph._algo import Task
+from tether.graph._loop import Run, stream_modes
+from tether.graph._loop_async import run_async
+from tether.graph._types import GraphInterrupt, StateSnapshot
+
+if TYPE_CHECKING:
+    from tether.base import BaseCheckpointSaver
+    from tether.graph._pregel import CompiledStateGraph
+
+__all__ = ["_AsyncPregel"]
+
+
+class _AsyncPregel:
+    if TYPE_CHECKING:
+        # What these methods use of CompiledStateGraph (the I/O-free part, in _pregel.py).
+
+        def _new_run(
+            self, config: Config | None, durability: str | None
+        ) -> tuple[Run, dict[str, list[Any]] | None]: ...
+        def _subgraph_input(self, input: Any) -> Any: ...
+        def _saver(self) -> BaseCheckpointSaver: ...
+        def _owner(self, config: Config) -> CompiledStateGraph: ...
+        def _history_scope(self, config: Config) -> tuple[CompiledStateGraph, Config]: ...
+        def _snapshot(
+            self, saved: CheckpointTuple, *, latest: bool = True
+        ) -> tuple[StateSnapshot, list[Task]]: ...
+        @staticmethod
+        def _empty(config: Config) -> StateSnapshot: ...
+        def _update_plan(
+            self, config: Config, saved: CheckpointTuple | None, values: Any, as_node: str | None
+        ) -> tuple[Any, ...]: ...
+
+    # --- running -----------------------------------------------------------------
+
+    async def astream(
+        self,
+        input: Any,
+        config: Config | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "values",
+        durability: str | None = None,
+    ) -> AsyncIterator[Any]:
+        """Async :meth:`stream`: tasks run as asyncio tasks (sync nodes in threads)."""  # ASYNC
+        """Run the graph, yielding chunks of ``stream_mode`` (``"values"``, ``"updates"``).
+
+        With a list of modes, chunks are ``(mode, chunk)`` pairs.
+        """
+        modes, single = stream_modes(stream_mode)
+        run, resume = self._new_run(config, durability)
+        async for mode, chunk in self._adrive(run, input, modes, resume):
+            yield chunk if single else (mode, chunk)
+
+    async def _adrive(
+        self, run: Run, input: Any, modes: list[str], resume: dict[str, list[Any]] | None
+    ) -> AsyncIterator[tuple[str, Any]]:
+        if run.as_subgraph:
+            if (
+                not run.fresh
+                and run.saver is not None
+                and await run.saver.aget_tuple(run.address()) is not None
+            ):
+                input = None  # the same task again: continue the subgraph's own checkpoints
+            else:
+                input = self._subgraph_input(input)
+        async for item in run_async(run, input, modes, resume):
+            yield item
+        if run.as_subgraph and run.interrupted_by:
+            raise GraphInterrupt(run.interrupts)
+
+    async def ainvoke(
+        self, input: Any, config: Config | None = None, *, durability: str | None = None
+    ) -> dict[str, Any]:
+        """Async :meth:`invoke`."""  # ASYNC
+        """Run to the end (or to an interrupt); returns the state values.
+
+        When the run stopped on interrupts they are under ``"__interrupt__"``.
+
+        Args:
+            input: the input state, ``None`` to continue the thread, or
+                ``Command(resume=...)`` to answer pending interrupts.
+            config: ``{"configurable": {"thread_id": ...}}`` and optionally
+                ``checkpoint_id`` (run from that checkpoint: a new branch) and
+                ``recursion_limit`` (default 25 supersteps).
+            durability: ``"sync"``, ``"async"`` (default) or ``"exit"`` (S4).
+        """
+        run, resume = self._new_run(config, durability)
+        async for _ in self._adrive(run, input, [], resume):
+            pass
+        return run.output()
+
+    # --- reading state -------------------------------------------------------------
+
+    async def aget_state(self, config: Config, *, subgraphs: bool = False) -> StateSnapshot:
+        """Async :meth:`get_state`."""  # ASYNC
+        """The state at the checkpoint ``config`` names (the latest when it names none).
+
+        With ``subgraphs=True`` a task that runs a subgraph carries that
+        subgraph's own snapshot in ``task.state``.
+        """
+        if (owner := self._owner(config)) is not self:
+            return await owner.aget_state(config, subgraphs=subgraphs)
+        saver = self._saver()
+        saved = await saver.aget_tuple(config)
+        if saved is None:
+            return self._empty(config)
+        snap, tasks = self._snapshot(saved)
+        if subgraphs:
+            infos = list(snap.tasks)
+            for i, (info, task) in enumerate(zip(infos, tasks, strict=True)):
+                sub = task.node.subgraph
+                if sub is not None and isinstance(info.state, dict):
+                    inner = await sub._with_saver(saver).aget_state(info.state, subgraphs=True)
+                    if inner.metadata is not None:
+                        infos[i] = info._replace(state=inner)
+            snap = snap._replace(tasks=tuple(infos))
+        return snap
+
+    async def aget_state_history(
+        self,
+        config: Config,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Config | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """Async :meth:`get_state_history`."""  # ASYNC
+        """Every checkpoint of the config's namespace (the root graph's by default), newest first.
+
+        As in LangGraph, a subgraph's checkpoints are not the parent graph's
+        history: they are listed by passing the subgraph's own config (its
+        ``checkpoint_ns``), as ``get_state(subgraphs=True)`` returns it.
+        """
+        owner, scoped = self._history_scope(config)
+        async for saved in self._saver().alist(scoped, filter=filter, before=before, limit=limit):
+            yield owner._snapshot(saved, latest=False)[0]
+
+    # --- changing state --------------------------------------------------------------
+
+    async def aupdate_state(
+        self, config: Config, values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Async :meth:`update_state`."""  # ASYNC
+        """Put a new checkpoint as if ``as_node`` had returned ``values``; returns its config.
+
+        ``as_node="__copy__"`` puts an unchanged ``source="fork"`` copy instead.
+        Without ``as_node`` the node that ran last is assumed.
+        """
+        saver = self._saver()
+        saved = await saver.aget_tuple(config)
+        return await saver.aput(*self._update_plan(config, saved, values, as_node))
