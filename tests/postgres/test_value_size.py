@@ -59,5 +59,7 @@ async def test_a_value_over_max_value_size_is_refused_at_read(pg_dsn: str, store
         with pytest.raises(StorageError, match="max_value_size") as info:
             reader.get_tuple(make_config("t"))
         assert "'blob'" in str(info.value)
+    # async code closes with aclose(): its pool belongs to this loop
+    async with _open(pg_dsn, schema, max_value_size=LIMIT) as reader:
         with pytest.raises(StorageError, match="max_value_size"):
             await reader.aget_tuple(make_config("t"))
