@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 import serde_models as m
 
 from tether.errors import DecodeError
-from tether.serde import MsgpackSerializer
+from tether.serde import MsgpackSerializer, _depth
 from tether.serde._depth import EXT_LEVELS, MAX_DEPTH, too_deep
 
 SERDE = MsgpackSerializer(allowlist=m.ALL)
@@ -137,6 +138,31 @@ def test_a_hundred_nested_dicts_round_trip() -> None:
     assert serde.loads_typed(serde.dumps_typed(state)) == state
 
 
+@pytest.fixture
+def walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes are walked before decoding, as where the recursion guard may not hold."""
+    monkeypatch.setattr(_depth, "guard_suffices", lambda: False)
+
+
+def test_under_the_default_guard_the_depth_is_the_recursion_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """glibc, default limit, big stacks: msgspec's recursion guard bounds the depth, no walk."""
+    monkeypatch.setattr(_depth, "guard_suffices", lambda: True)
+    assert SERDE.loads_typed(("msgpack", nested_arrays(MAX_DEPTH + 100))) is not None
+    with pytest.raises(DecodeError, match="nested too deeply"):
+        SERDE.loads_typed(("msgpack", nested_arrays(5_000)))
+
+
+def test_the_walk_runs_where_the_guard_may_not_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "getrecursionlimit", lambda: 100_000)
+    assert not _depth.guard_suffices()
+    monkeypatch.undo()
+    monkeypatch.setattr(threading, "stack_size", lambda: 256 * 1024)
+    assert not _depth.guard_suffices()
+
+
+@pytest.mark.usefixtures("walked")
 def test_the_limit_is_exact_and_the_error_names_it_and_the_path() -> None:
     # MAX_DEPTH levels read (as far as depth goes); one more is refused before decoding
     assert SERDE.loads_typed(("msgpack", nested_arrays(MAX_DEPTH))) is not None

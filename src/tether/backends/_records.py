@@ -47,7 +47,7 @@ from tether.backends._common import (
     prepare_writes,
     split_channel_values,
 )
-from tether.backends._delta import AppendTracker, join_append, supports
+from tether.backends._delta import AppendTracker, Row, join_append, supports
 from tether.backends._payload import ENCODING_PLAIN, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
@@ -121,11 +121,17 @@ class ValueRecord:
 
 @dataclass(frozen=True, slots=True)
 class Fallback:
-    """A tail that extends a snapshot an earlier put wrote, and what to store if it is gone."""
+    """A tail that extends a snapshot an earlier put wrote, and what to store if it is gone.
+
+    ``whole`` is the serializer's bytes of the whole value, encoded (checksum,
+    compression) only when it is stored: almost never, and compressing a long
+    history at every step doubled SQLite's put.
+    """
 
     index: int  # of the tail in PutPlan.values
     snapshot: str  # the version of the snapshot it extends
-    whole: ValueRecord  # the whole value, stored instead
+    channel: str
+    whole: Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +149,10 @@ class PutPlan:
     fallbacks: tuple[Fallback, ...]
 
     def resolve(
-        self, has_value: Callable[[str, str], bool], appends: AppendTracker | None
+        self,
+        has_value: Callable[[str, str], bool],
+        appends: AppendTracker | None,
+        codec: BlobCodec,
     ) -> list[ValueRecord]:
         """The value records to store: a tail whose snapshot is gone becomes its whole value.
 
@@ -153,12 +162,12 @@ class PutPlan:
         """
         values = list(self.values)
         for fb in self.fallbacks:
-            if not has_value(fb.whole.channel, fb.snapshot):
+            if not has_value(fb.channel, fb.snapshot):
                 if appends is not None:
-                    appends.forget(
-                        (self.address.thread_id, self.address.checkpoint_ns, fb.whole.channel)
-                    )
-                values[fb.index] = fb.whole
+                    addr = self.address
+                    appends.forget((addr.thread_id, addr.checkpoint_ns, fb.channel))
+                whole = codec.encode_bytes(fb.whole.tag, fb.whole.data)
+                values[fb.index] = ValueRecord(fb.channel, fb.whole.version, *whole)
         return values
 
 
@@ -200,12 +209,7 @@ def encode_put(
         for ver, tag, encoding, payload, base in codec.encode_plan(plan):
             values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
         if plan.needs is not None and plan.fallback is not None:
-            whole = ValueRecord(
-                channel,
-                plan.fallback.version,
-                *codec.encode_bytes(plan.fallback.tag, plan.fallback.data),
-            )
-            fallbacks.append(Fallback(len(values) - 1, plan.needs, whole))
+            fallbacks.append(Fallback(len(values) - 1, plan.needs, channel, plan.fallback))
     versions = {c: str(v) for c, v in checkpoint["channel_versions"].items()}
     run_id = meta.get("run_id")
     return PutPlan(

@@ -280,7 +280,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         assert addr.checkpoint_id is not None
         with self._lock:
             ns = self._namespace(addr.thread_id, addr.checkpoint_ns)
-            values = plan.resolve(lambda c, v: (c, v) in ns.blobs, self._appends)
+            values = plan.resolve(lambda c, v: (c, v) in ns.blobs, self._appends, self._codec)
             missing = [c for c, v in plan.carried.items() if (c, v) not in ns.blobs]
             if missing:
                 parent = ns.checkpoints.get(plan.parent_id) if plan.parent_id else None

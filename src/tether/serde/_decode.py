@@ -108,7 +108,7 @@ _TOO_DEEP = (
 )
 # what is left: the caller's own frames used up Python's recursion limit
 _NO_RECURSION_LEFT = (
-    "the value could not be read: Python's recursion limit was reached while reading "
+    "the value is nested too deeply to read: Python's recursion limit was reached while reading "
     "it (the caller's own frames count, and so do class constructors)"
 )
 
@@ -393,12 +393,13 @@ class Decoder:
         """Decode MessagePack bytes; every failure is a DecodeError with a path.
 
         The bytes must hold exactly one value, and so must every ext payload
-        inside it; nesting deeper than :data:`_depth.MAX_DEPTH` levels is refused
-        before any of it is decoded.
+        inside it. Nesting is bounded (``_depth``): by the recursion guard where
+        it stops any value before the C stack ends, else by :data:`_depth.MAX_DEPTH`
+        levels counted before any of it is decoded. A DecodeError either way.
         """
         if type(raw) is not bytes:
             raw = bytes(raw)  # ext payloads are views of it: read-only, hashable
-        if _depth.too_deep(raw):
+        if not _depth.guard_suffices() and _depth.too_deep(raw):
             raise DecodeError(_TOO_DEEP, path=_depth.deep_path(raw))
         if len(raw) > SMALL_ARRAY and raw[:1] in EXT_HEADS:
             array = read_whole(raw)

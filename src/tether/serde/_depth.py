@@ -26,6 +26,9 @@ there only the typed values that might be too deep are walked inside.
 
 from __future__ import annotations
 
+import platform
+import sys
+import threading
 from typing import Any
 
 import msgspec
@@ -88,6 +91,46 @@ _RUN_FROM = 8  # items left in a level before a run is looked for
 _SMALL = 4096  # a region (the value, an ext payload) this size is counted before walking
 _PROBE = 32  # tokens walked in a larger region before its remaining bytes are counted
 _WINDOW = 8192  # bytes counted at once from a typed value on
+
+
+# When the interpreter's recursion guard alone stops a deep value before the C
+# stack ends, the bytes need not be walked first: msgspec and json.loads enter
+# the recursion counter at every level (a RecursionError is a DecodeError), and
+# at CPython's default limit of 1,000 levels the deepest value takes ~1.5 MB of
+# C stack (1.5 KB per ext level), well inside glibc's 8 MiB. The walk costs
+# about as much as the decode itself on large plain values (a 1,000-message
+# history: get_tuple 0.64 -> 2.7 ms), so it runs only where that guard may not
+# hold: a raised recursion limit, threads made with a smaller stack
+# (threading.stack_size), a small stack rlimit, or a libc whose threads default
+# to small stacks (musl: 128 KiB).
+_GUARD_LIMIT = 1000
+_MIN_THREAD_STACK = 1 << 20
+_MIN_MAIN_STACK = 4 << 20
+
+
+def _stack_rlimit_ok() -> bool:
+    try:
+        import resource
+    except ImportError:  # not POSIX: no rlimit to read, nothing known
+        return False
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    return soft == resource.RLIM_INFINITY or soft >= _MIN_MAIN_STACK
+
+
+_GLIBC_BIG_STACKS = (
+    sys.platform == "linux" and platform.libc_ver()[0] == "glibc" and _stack_rlimit_ok()
+)
+
+
+def guard_suffices() -> bool:
+    """Whether the recursion guard alone stops any value before the C stack ends (see above).
+
+    ``False`` means the bytes are walked before decoding (:func:`too_deep`).
+    """
+    if not _GLIBC_BIG_STACKS or sys.getrecursionlimit() > _GUARD_LIMIT:
+        return False
+    size = threading.stack_size()
+    return size == 0 or size >= _MIN_THREAD_STACK
 
 
 def too_deep(data: bytes) -> bool:

@@ -53,7 +53,7 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(f"invalid legacy json payload: not UTF-8 ({exc.reason})") from exc
-    if _json_too_deep(text):
+    if not _depth.guard_suffices() and _json_too_deep(text):
         # json.loads recurses in C with only the interpreter's recursion counter
         # as a guard: a deep enough array overflowed the stack (#18.1)
         raise DecodeError(

@@ -432,29 +432,22 @@ USING (
 WHERE c.thread_id = r.thread_id AND c.checkpoint_ns = r.checkpoint_ns
   AND c.checkpoint_id = r.checkpoint_id AND r.rn > %(keep)s
 """
+
         # Writes (and their counts) whose checkpoint is gone, then blobs no
         # checkpoint refers to, both limited to the threads just touched (every
         # namespace of them). The thread list is repeated inside NOT EXISTS: the
         # planner does not carry `= ANY` across the join, and would scan all
         # checkpoints.
-        self.sweep_writes = f"""
-WITH n AS (
-    DELETE FROM {self.counts} w
-    WHERE w.thread_id = ANY(%(threads)s::text[])
-      AND NOT EXISTS (
-        SELECT 1 FROM {self.checkpoints} c
-        WHERE c.thread_id = ANY(%(threads)s::text[])
-          AND c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
-          AND c.checkpoint_id = w.checkpoint_id)
-)
-DELETE FROM {self.writes} w
+        def orphans(table: str) -> str:
+            return f"""DELETE FROM {table} w
 WHERE w.thread_id = ANY(%(threads)s::text[])
   AND NOT EXISTS (
     SELECT 1 FROM {self.checkpoints} c
     WHERE c.thread_id = ANY(%(threads)s::text[])
       AND c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns
-      AND c.checkpoint_id = w.checkpoint_id)
-"""
+      AND c.checkpoint_id = w.checkpoint_id)"""
+
+        self.sweep_writes = f"WITH n AS (\n{orphans(self.counts)}\n)\n{orphans(self.writes)}\n"
         # Blobs are live when a checkpoint refers to them or when they are the
         # snapshot a live tail extends (one level: snapshots have no base).
         # Rows another transaction holds locked are skipped, not waited for:

@@ -656,6 +656,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 conn.execute(HAS_BLOB, (tid, ns, channel, version)).fetchone() is not None
             ),
             self._appends,
+            self.codec,
         )
         if values:
             conn.executemany(INSERT_BLOB, [_blob_row(tid, ns, v) for v in values])
