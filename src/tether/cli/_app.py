@@ -589,32 +589,11 @@ def _import(
     progress: bool,
     allow: tuple[tuple[str, str], ...],
 ) -> ImportSummary:
-    threads = thread_ids or None
-    if not progress:
-        return import_store(reader, st.saver, threads=threads, allowlist=allow)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(
-        TextColumn("importing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("checkpoints"),
-        TimeRemainingColumn(),
-        console=_err(),
-    )
-    task = bar.add_task("import", total=None)
-
-    def report(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
+    bar, report = _progress_bar("importing", progress)
     with bar:
-        return import_store(reader, st.saver, threads=threads, progress=report, allowlist=allow)
+        return import_store(
+            reader, st.saver, threads=thread_ids or None, progress=report, allowlist=allow
+        )
 
 
 @cli.command(name="import", epilog=_STORE_HELP)
