@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tether.backends._common import (
+from tether.contract import (
     EMPTY,
     check_checkpoint,
     index_writes,

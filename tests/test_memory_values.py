@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from tether import InMemorySaver
-from tether.backends._common import dumps_json, loads_json, merge_metadata
 from tether.checkpoint import CheckpointTuple, make_config
+from tether.contract import dumps_json, loads_json, merge_metadata
 from tether.errors import ConfigError
 from tether.serde import MsgpackSerializer
 from tether.testing._driver import new_checkpoint

@@ -100,7 +100,7 @@ def test_loads_json_reads_what_the_json_module_reads(text: str) -> None:
     import json
     import math
 
-    from tether.backends._common import loads_json
+    from tether.contract import loads_json
 
     for data in (text, text.encode(), memoryview(text.encode())):
         got, want = loads_json(data), json.loads(text)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tether._delta_chains import ThreadChains, describe_conflicts, refuse_cut_runs
-from tether.backends._common import check_prune, check_thread_ids
 from tether.base import BaseCheckpointSaver, PruneStrategy
+from tether.contract import check_prune, check_thread_ids
 
 __all__ = ["adelete_runs_keeping_chains", "aprune_keeping_chains"]
 

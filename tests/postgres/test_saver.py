@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from tether import ConfigError, PostgresSaver, make_config
-from tether.backends._common import metadata_matches
 from tether.checkpoint import ERROR, INTERRUPT
+from tether.contract import metadata_matches
 
 from .helpers import MODES, call, chain, checkpoint, listing
 

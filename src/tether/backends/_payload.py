@@ -47,9 +47,9 @@ from typing import Any, TypeAlias
 import xxhash
 import zstandard
 
-from tether.backends._common import EMPTY, EMPTY_TAG, decode_value
 from tether.backends._delta import ChannelPlan
 from tether.checkpoint import Address
+from tether.contract import EMPTY, EMPTY_TAG, decode_value
 from tether.errors import ConfigError, EncodeError, StorageError
 from tether.serde.base import SerializerProtocol
 

@@ -36,17 +36,6 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from tether.backends._common import (
-    EMPTY,
-    EMPTY_TAG,
-    check_checkpoint,
-    check_head,
-    decode_value,
-    loads_json,
-    merge_metadata,
-    prepare_writes,
-    split_channel_values,
-)
 from tether.backends._delta import AppendTracker, Row, join_append, supports
 from tether.backends._payload import ENCODING_PLAIN, BlobCodec
 from tether.backends._payload import where as _where
@@ -59,6 +48,17 @@ from tether.checkpoint import (
     Config,
     PendingWrite,
     StoredWrite,
+)
+from tether.contract import (
+    EMPTY,
+    EMPTY_TAG,
+    check_checkpoint,
+    check_head,
+    decode_value,
+    loads_json,
+    merge_metadata,
+    prepare_writes,
+    split_channel_values,
 )
 from tether.errors import ConfigError, DecodeError, StorageError
 from tether.serde.base import SerializerProtocol
@@ -91,7 +91,7 @@ BlobKey: TypeAlias = tuple[str, str, str, str]
 
 #: The type of a checkpoint head stored as JSON text (UTF-8), as Postgres keeps
 #: it in JSONB: every backend refuses a head that is not plain JSON
-#: (:func:`~tether.backends._common.check_head`), so it needs no serializer.
+#: (:func:`~tether.contract.check_head`), so it needs no serializer.
 #: Heads written before (SQLite schema < 6) carry the serializer's type and are
 #: read through it.
 HEAD_JSON = "head+json"

@@ -37,7 +37,6 @@ from typing import Any
 
 import xxhash
 
-from tether.backends._common import loads_json
 from tether.backends._payload import (
     CHECKSUM,
     ENCODING_PLAIN,
@@ -50,6 +49,7 @@ from tether.backends._records import WriteRecord
 from tether.checkpoint import (
     Address,
 )
+from tether.contract import loads_json
 from tether.errors import DecodeError, StorageError
 
 __all__ = [

@@ -35,16 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.backends._bridge import InlineAsyncMixin
-from tether.backends._common import (
-    check_list_args,
-    check_prune,
-    check_thread_id,
-    check_thread_ids,
-    checkpoint_address,
-    dumps_json,
-    loads_json,
-    metadata_matches,
-)
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._payload import BlobCodec
 from tether.backends._records import (
@@ -67,6 +57,16 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     StoredWrite,
+)
+from tether.contract import (
+    check_list_args,
+    check_prune,
+    check_thread_id,
+    check_thread_ids,
+    checkpoint_address,
+    dumps_json,
+    loads_json,
+    metadata_matches,
 )
 from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol

@@ -18,9 +18,9 @@ from uuid import UUID
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tether.backends._common import metadata_matches
 from tether.base import BaseCheckpointSaver
 from tether.checkpoint import ERROR, INTERRUPT, RESUME, SCHEDULED, StoredWrite, make_config
+from tether.contract import metadata_matches
 from tether.errors import ConfigError, DecodeError, TetherError
 from tether.testing._driver import (
     MODES,

@@ -14,16 +14,6 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from tether.backends._common import (
-    EMPTY,
-    EMPTY_TAG,
-    check_checkpoint,
-    check_head,
-    dumps_json,
-    merge_metadata,
-    prepare_writes,
-    split_channel_values,
-)
 from tether.backends._delta import AppendTracker, Row, join_append, supports
 from tether.backends._records import DecodeMemo, WriteRecord
 from tether.backends._sqlbase import (
@@ -40,6 +30,16 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     PendingWrite,
+)
+from tether.contract import (
+    EMPTY,
+    EMPTY_TAG,
+    check_checkpoint,
+    check_head,
+    dumps_json,
+    merge_metadata,
+    prepare_writes,
+    split_channel_values,
 )
 from tether.errors import ConfigError, EncodeError, StorageError
 from tether.serde.base import SerializerProtocol

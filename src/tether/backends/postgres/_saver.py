@@ -54,7 +54,6 @@ from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tether.backends._bridge import ThreadedAsyncMixin
-from tether.backends._common import check_list_args
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._sqlbase import BlobCodec
@@ -79,6 +78,7 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
+from tether.contract import check_list_args
 from tether.errors import ConfigError, StorageError, TetherError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 

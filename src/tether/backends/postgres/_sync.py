@@ -38,15 +38,6 @@ from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from tether.backends._common import (
-    check_list_args,
-    check_prune,
-    check_thread_id,
-    check_thread_ids,
-    checkpoint_address,
-    loads_json,
-    metadata_matches,
-)
 from tether.backends._delta import AppendTracker
 from tether.backends._records import DecodeMemo, decode_writes
 from tether.backends._sqlbase import BlobCodec
@@ -79,6 +70,15 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     StoredWrite,
+)
+from tether.contract import (
+    check_list_args,
+    check_prune,
+    check_thread_id,
+    check_thread_ids,
+    checkpoint_address,
+    loads_json,
+    metadata_matches,
 )
 from tether.errors import (
     ConfigError,

@@ -35,7 +35,7 @@ clause joined from fixed fragments, never a value or a key):
 
 Metadata filters: the SQL narrows rows with one ``EXISTS (... json_each ...)``
 per key (type and, for scalars, value), and every candidate is then checked
-with :func:`~tether.backends._common.metadata_matches`, the reference
+with :func:`~tether.contract.metadata_matches`, the reference
 semantics, so nested values compare exactly as in every other backend. (A row
 whose metadata was damaged so that SQL no longer matches it is not seen by a
 filtered listing; every row a read returns or filters in Python is verified.)
@@ -56,16 +56,6 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from tether.backends._bridge import ThreadedAsyncMixin
-from tether.backends._common import (
-    check_list_args,
-    check_prune,
-    check_thread_id,
-    check_thread_ids,
-    checkpoint_address,
-    dumps_json,
-    loads_json,
-    metadata_matches,
-)
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._records import (
@@ -143,6 +133,16 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     StoredWrite,
+)
+from tether.contract import (
+    check_list_args,
+    check_prune,
+    check_thread_id,
+    check_thread_ids,
+    checkpoint_address,
+    dumps_json,
+    loads_json,
+    metadata_matches,
 )
 from tether.errors import ConfigError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol

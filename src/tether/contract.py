@@ -1,7 +1,14 @@
-"""I/O-free helpers every backend shares: validation, metadata, writes, filters.
+"""The saver contract's rules as functions: validation, metadata, writes, filters.
 
-Nothing here touches storage. Backends call these so that the contract's
-rules (see :mod:`tether.base`) are written once, not once per backend.
+Nothing here touches storage. Every backend calls these, and so do the
+contract suite (:mod:`tether.testing`) and the LangGraph drop-ins, so that
+the rules :mod:`tether.base` states are written once, not once per backend:
+which config keys are merged into metadata, how a filter compares values,
+which index a write gets, what a prune strategy keeps, which names and
+versions a store accepts. A backend differs only in *how* it stores.
+
+Public so that a saver written outside tether can apply the same rules;
+names starting with ``_`` are not part of it.
 """
 
 from __future__ import annotations
