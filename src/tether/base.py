@@ -254,6 +254,25 @@ class BaseCheckpointSaver(abc.ABC):
 
     # --- shared, concrete -----------------------------------------------------------
 
+    def close(self) -> None:  # noqa: B027 -- a saver with nothing to release keeps it
+        """Release what the saver opened (connections, pools); nothing by default."""
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     def get(self, config: Config) -> Checkpoint | None:
         """Just the checkpoint of :meth:`get_tuple`."""
         tup = self.get_tuple(config)

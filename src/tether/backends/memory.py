@@ -157,18 +157,6 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._lock = threading.Lock()  # not re-entrant: no locked section calls a locked method
         self._threads: dict[str, dict[str, _Namespace]] = {}
 
-    def __enter__(self) -> InMemorySaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    async def __aenter__(self) -> InMemorySaver:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
     # --- reads ---------------------------------------------------------------------------
 
     def _read(self, tid: str, ns_name: str, cid: str | None) -> _Read | None:

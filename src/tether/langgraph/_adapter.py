@@ -60,6 +60,28 @@ class TetherLangGraphSaver(_Adapter, _AsyncAdapter):
         super().__init__(serde=saver.serde)
         self.saver = saver
 
+    # --- closing: the wrapped saver's (a context manager closes it) ----------------------
+
+    def close(self) -> None:
+        """Close the wrapped saver (what it opened; a resource it was given stays open)."""
+        self.saver.close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await self.saver.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     # --- LangGraph runtime hooks ------------------------------------------------------
 
     def get_next_version(self, current: str | None, channel: None = None) -> str:

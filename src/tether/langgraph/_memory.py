@@ -36,15 +36,3 @@ class InMemorySaver(TetherLangGraphSaver):
         allowlist: Collection[tuple[str, ...]] = (),
     ) -> None:
         super().__init__(_TetherInMemorySaver(serde=serde or langgraph_serializer(allowlist)))
-
-    def __enter__(self) -> InMemorySaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    async def __aenter__(self) -> InMemorySaver:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
-from typing import Any, Self
+from typing import Any
 
 from psycopg import AsyncConnection, Connection
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -183,18 +183,6 @@ class PostgresSaver(TetherLangGraphSaver):
     ) -> contextlib.AbstractAsyncContextManager[AsyncLease]:
         """Async :meth:`lease` (``async with saver.alease(thread_id): ...``)."""
         return self.saver.alease(thread_id, wait=wait, timeout=timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def close(self) -> None:
         """Close the saver (every later call raises StorageError) and the pools it owns.

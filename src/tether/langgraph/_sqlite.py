@@ -23,7 +23,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Collection, Iterator
-from typing import Any, Self
+from typing import Any
 
 from tether.backends.sqlite import SqliteSaver as _TetherSqliteSaver
 from tether.errors import ConfigError
@@ -121,25 +121,9 @@ class SqliteSaver(TetherLangGraphSaver):
         """Create or migrate the schema; idempotent (opening the saver already did)."""
         self.saver.setup()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
     def close(self) -> None:
         """Close the connections the saver opened (not a connection it was given)."""
         self.saver.close()
-
-    async def aclose(self) -> None:
-        """Async :meth:`close`."""
-        await self.saver.aclose()
 
 
 class AsyncSqliteSaver(SqliteSaver):

@@ -46,7 +46,7 @@ import shlex
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
-from typing import Any, Self
+from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection, Connection
@@ -453,18 +453,6 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         return await res.loops.core(open_pool, make_core, self._check_open)
 
     # --- lifecycle ------------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def _mark_closed(self) -> list[Any]:
         """Refuse every later call (clones too); the cores to refuse it in as well."""

@@ -53,7 +53,7 @@ import os
 import shlex
 import sqlite3
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Self
+from typing import Any
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
@@ -401,18 +401,6 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     async def aclose(self) -> None:
         """Async :meth:`close` (it may wait for operations in flight: not on the event loop)."""
         await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"SqliteSaver({self._conns.where!r})"
