@@ -45,6 +45,10 @@ Example::
     with SqliteSaver("tether.db", serde=...) as target:
         summary = import_store("sqlite:///langgraph.db", target)
     print(summary.checkpoints, "checkpoints imported")
+
+Why one long module: the two official formats (SQLite and Postgres) share
+every step after reading a row (rebuilding a checkpoint, Send packets of old
+formats, batching, the summary); the readers are two small classes here.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ body runs inside :func:`_boundary`, which turns a :class:`~tether.errors.TetherE
 into a one-line ``Error: ...`` on stderr and exit code 1 (click's own usage
 errors keep exit code 2). Options shared by several commands are decorators
 (:func:`_json_option`, :func:`_allow_option`), as sqlite-utils does.
+
+Why one long module: it is the command table, one click command per
+function with its options and help text; what the commands do lives in the
+library (``_stores.py``, the savers, the importer and exporter).
 """
 
 from __future__ import annotations

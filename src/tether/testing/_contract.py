@@ -1,6 +1,10 @@
 """The contract suite: one test per rule of :mod:`tether.base`, run sync and async.
 
 See :mod:`tether.testing` for how a backend uses it.
+
+Why one long module: it is one test class (``SaverContract``) whose methods
+each state one rule, grouped by the section of :mod:`tether.base` they test;
+a backend inherits it whole, so splitting it would only scatter one class.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ one statement (autocommit: an implicit transaction, one round trip) or one
 explicit transaction. Because each operation is idempotent (upserts,
 insert-or-ignore, deletes), one that lost its pooled connection is run once
 more on a fresh connection before the error reaches the caller.
+
+Why one long module: it is the whole I/O core of one backend, each method
+one saver operation of a few statements; its SQL lives in :mod:`._sql`, its
+row decoding in :mod:`._codec`, and the generated sync twin must mirror it
+file for file.
 """
 
 from __future__ import annotations

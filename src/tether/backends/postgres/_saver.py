@@ -35,6 +35,10 @@ concurrency and keep ``processes x pool_size`` below the server's
 ``prepare_threshold=None`` in transaction mode). A lease opens its own
 connection on a URL-built saver; on a user pool it holds one pool connection
 for as long as it is held.
+
+Why one long module: it is one public class whose job is the table above,
+lifecycle (pools per event loop, close) and leases; every operation itself is
+a one-line call into the cores (``_async.py`` and its generated ``_sync.py``).
 """
 
 from __future__ import annotations

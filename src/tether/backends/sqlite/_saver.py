@@ -43,6 +43,11 @@ filtered listing; every row a read returns or filters in Python is verified.)
 When a statement fails on a stored column that is not JSON, the failing row
 is found (:func:`._rows.find_bad_json`) and named, as a ``DecodeError`` or,
 when its checksum says it was changed, a ``StorageError``.
+
+Why one long module: it is one class, the saver, whose methods each map one
+contract operation to its transaction; the SQL is in :mod:`._sql`, the
+connections in :mod:`._conn`, the schema in :mod:`._schema` and the records
+in :mod:`tether.backends._records`.
 """
 
 from __future__ import annotations
