@@ -38,8 +38,8 @@ from langchain_core.messages import (
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
 from tether.serde._allowlist import FORWARDING_INIT
-from tether.serde._classinfo import forwards_init
 from tether.serde._ext import EXT_PYDANTIC_V2, PACK_OPTS
+from tether.serde._framework_codecs import forwards_init
 
 TOOL_CALL = {"name": "search", "args": {"q": "tether", "n": 3}, "id": "call-1", "type": "tool_call"}
 BLOCKS: list[Any] = [{"type": "text", "text": "hello"}, "plain", {"type": "image", "url": "x"}]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether.errors import DecodeError
-from tether.serde import _allowlist
+from tether.serde import _allowlist, _codecs
 from tether.serde._paths import show
 
 logger = logging.getLogger("tether.serde")
@@ -126,34 +126,9 @@ def counts_fields(cls: Any) -> bool:
         return False
 
 
-def forwards_init(cls: Any, dotted: str) -> bool:
-    """Whether ``cls`` is in :data:`_allowlist.FORWARDING_INIT` with LangChain's ``__init__``."""
+def _split(dotted: str) -> tuple[str, str]:
     module, _, name = dotted.rpartition(".")
-    if (module, name) not in _allowlist.FORWARDING_INIT:
-        return False
-    try:
-        if cls.__pydantic_custom_init__ is not True:
-            return False  # nothing to skip
-        base = importlib.import_module("pydantic").BaseModel
-    except (AttributeError, ImportError):
-        return False
-    for klass in cls.__mro__:
-        if klass is base:
-            return True
-        if "__init__" in vars(klass) and not klass.__module__.startswith("langchain_core."):
-            return False
-    return False
-
-
-def _into_new(cls: Any) -> Callable[[dict[str, Any]], Any]:
-    """What ``BaseModel.__init__`` does, called without the class's forwarding ``__init__``."""
-    new = object.__new__
-    into = cls.__pydantic_validator__.validate_python
-
-    def validate(data: dict[str, Any]) -> Any:
-        return into(data, self_instance=new(cls))
-
-    return validate
+    return module, name
 
 
 def class_info(cls: type, dotted: str) -> ClassInfo:
@@ -164,8 +139,10 @@ def class_info(cls: type, dotted: str) -> ClassInfo:
         aliased = any(f.alias or f.validation_alias for f in fields.values())
         # the validator itself: model_validate is a Python wrapper around it
         validate = cls.__pydantic_validator__.validate_python
-        if forwards_init(cls, dotted) and not aliased:
-            validate = _into_new(cls)
+        # a framework's own way to build it (LangChain's messages: _framework_codecs)
+        own = None if aliased else _codecs.validator(cls, _split(dotted))
+        if own is not None:
+            validate = own
         elif aliased:
             # model_dump() writes field names; read them back by name
             def validate(data: dict[str, Any], _v: Any = cls.model_validate) -> Any:  # type: ignore[attr-defined]

@@ -28,12 +28,11 @@ from typing import Any, Literal
 import msgspec
 
 from tether.errors import DecodeError
-from tether.serde import _allowlist, _classinfo, _depth, _paths
+from tether.serde import _allowlist, _classinfo, _codecs, _depth, _paths
 from tether.serde._classinfo import ClassInfo, Kind
 from tether.serde._ext import (
     EXT_CONSTRUCTOR_POS_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
-    EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
     EXT_NAMES,
     EXT_NUMPY_ARRAY,
@@ -154,6 +153,8 @@ class Decoder:
         # decodes a payload with it, so the recursion count runs across levels
         self._unpack = msgspec.msgpack.Decoder(ext_hook=self.hook).decode
         self._lock = threading.Lock()
+        # ext 1 classes built by a framework's own call instead of cls(*args)
+        self._calls = _codecs.calls(EXT_CONSTRUCTOR_POS_ARGS)
 
     # --- entry points -------------------------------------------------------
 
@@ -206,10 +207,11 @@ class Decoder:
                     return hit
             known = self._fast.get(code)
             if known is None:
-                if code == EXT_DELTA_SNAPSHOT:
-                    # the class first: without langgraph nothing is decoded
-                    snapshot = _delta_snapshot_class()
-                    return snapshot(self._unpack(data))
+                value_ext = _codecs.value_ext(code)  # ext 7: _framework_codecs
+                if value_ext is not None:
+                    # the class first: without its library nothing is decoded
+                    wrap = value_ext[0]()
+                    return wrap(self._unpack(data))
                 return _other_ext(code, data)
             table, lengths = known
             env = self._unpack(data)
@@ -367,8 +369,9 @@ class Decoder:
         if info.kind is Kind.ENUM and len(args) == 1:
             return self.from_value(key, args[0])
         try:
-            if key == ("langgraph.types", "Send") and len(args) == 3:
-                return info.cls(args[0], args[1], timeout=args[2])
+            call = self._calls.get(key)  # a framework's own (LangGraph's Send)
+            if call is not None:
+                return call(info.cls, args)
             return info.cls(*args)
         except RecursionError:
             raise
@@ -513,30 +516,6 @@ def _other_ext(code: int, data: bytes | memoryview) -> Any:
     raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-7")
 
 
-_delta_snapshot_cls: list[type] = []
-
-
-def _delta_snapshot_class() -> type:
-    """LangGraph's ``_DeltaSnapshot``, which ext 7 holds; a DecodeError without langgraph.
-
-    A fixed import, never one named by stored data. Only the NamedTuple is
-    built, around a value decoded by the same rules as any other.
-    """
-    if _delta_snapshot_cls:
-        return _delta_snapshot_cls[0]
-    try:
-        from langgraph.checkpoint.serde.types import _DeltaSnapshot
-    except ImportError as exc:
-        raise DecodeError(
-            "ext 7 is a LangGraph DeltaChannel snapshot (_DeltaSnapshot) and reading it "
-            "needs LangGraph: pip install 'tether[langgraph]' (langgraph-checkpoint with "
-            f"DeltaChannel support); {exc}",
-            type_name="langgraph.checkpoint.serde.types._DeltaSnapshot",
-        ) from exc
-    _delta_snapshot_cls.append(_DeltaSnapshot)
-    return _DeltaSnapshot
-
-
 def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:
     """A safe builder failed on the stored argument."""
     if isinstance(exc, TypeError | ValueError | KeyError | OverflowError | ArithmeticError):
@@ -566,12 +545,13 @@ def _validation_summary(exc: BaseException) -> str:
 
 def _inside(code: int, env: Any) -> list[tuple[str, Any]] | None:
     """The values the payload ``env`` of an ext ``code`` holds, for :func:`_paths.failing_path`."""
-    if code == EXT_DELTA_SNAPSHOT:  # no envelope: env is the value itself
+    value_ext = _codecs.value_ext(code)
+    if value_ext is not None:  # no envelope: env is the value itself
         try:
-            _delta_snapshot_class()
+            value_ext[0]()
         except DecodeError:
-            return None  # as in hook: nothing inside is decoded without langgraph
-        return [(".value", env)]
+            return None  # as in hook: nothing inside is decoded without its library
+        return [(value_ext[1], env)]
     if 0 <= code < len(_ENVELOPE_LEN) and isinstance(env, list | tuple) and len(env) >= 3:
         return [("", env[2])]
     return []

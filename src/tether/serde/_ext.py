@@ -31,6 +31,8 @@ from typing import Any
 
 import ormsgpack
 
+from tether.serde import _codecs
+
 EXT_CONSTRUCTOR_SINGLE_ARG = 0
 EXT_CONSTRUCTOR_POS_ARGS = 1
 EXT_CONSTRUCTOR_KW_ARGS = 2
@@ -263,9 +265,12 @@ def _encoder_for(cls: type) -> tuple[Encoder, ReadKey | None]:
     None for the types every reader rebuilds itself (datetimes, UUIDs,
     sets...: the safe built-ins), ``(module, qualname)`` for the others.
     """
-    enc = _safe_encoder(cls)
-    if enc is not None:
-        return enc, None
+    hooked = _codecs.encoder(cls)  # a framework's class (_framework_codecs)
+    if hooked is not None:
+        return hooked[0], class_key(cls) if hooked[1] else None
+    safe = _safe_encoder(cls)
+    if safe is not None:
+        return safe, None
     return _class_encoder(cls), class_key(cls)
 
 
@@ -289,18 +294,6 @@ def _class_encoder(cls: type) -> Encoder:
     secret = getattr(cls, "get_secret_value", None)
     if callable(secret) and cls.__module__.startswith("pydantic"):
         return _single(cls, lambda o: o.get_secret_value())
-    send = _langgraph_send(cls)
-    if send is not None:
-        return send
-    if cls.__module__ == "langgraph.store.base" and cls.__name__ in ("Item", "SearchItem"):
-        # as LangGraph writes a store item: ext 4 (its dict() method), read by cls(**fields)
-        head = list(class_key(cls))
-
-        def item(obj: Any, dflt: Default) -> ormsgpack.Ext:
-            payload = _packb([*head, obj.dict()], default=dflt, option=PACK_OPTS)
-            return _Ext(EXT_PYDANTIC_V1, payload)
-
-        return item
     raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
 
 
@@ -308,8 +301,6 @@ def _safe_encoder(cls: type) -> Encoder | None:
     """Types every reader rebuilds through a fixed function (``SAFE_BUILDERS``)."""
     if cls is tuple:
         return _single(cls, list)
-    if _is_delta_snapshot(cls):
-        return _delta_snapshot
     if cls is int:
         return _positional(cls, _big_int)
     if cls is datetime:
@@ -353,31 +344,6 @@ def _safe_encoder(cls: type) -> Encoder | None:
         WHOLE[cls] = _numpy_whole
         return _numpy
     return None
-
-
-def _is_delta_snapshot(cls: type) -> bool:
-    # LangGraph's DeltaChannel snapshot, a NamedTuple of one field, found by name
-    # so that tether's core never imports langgraph
-    return cls.__module__ == "langgraph.checkpoint.serde.types" and cls.__qualname__ == (
-        "_DeltaSnapshot"
-    )
-
-
-def _delta_snapshot(obj: Any, dflt: Default) -> ormsgpack.Ext:
-    # as LangGraph writes it: ext 7 around the packed value, no [module, name] envelope
-    return _Ext(EXT_DELTA_SNAPSHOT, _packb(obj[0], default=dflt, option=PACK_OPTS))
-
-
-def _langgraph_send(cls: type) -> Encoder | None:
-    # Send is a plain class in langgraph.types; same shape as LangGraph writes
-    if cls.__module__ != "langgraph.types" or cls.__name__ != "Send":
-        return None
-
-    def args(o: Any) -> list[Any]:
-        timeout = getattr(o, "timeout", None)
-        return [o.node, o.arg] if timeout is None else [o.node, o.arg, timeout]
-
-    return _positional(cls, args)
 
 
 _IP_TYPES = frozenset(

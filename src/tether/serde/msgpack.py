@@ -219,11 +219,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether.errors import ConfigError, DecodeError, EncodeError
-from tether.serde import _allowlist, _ext, _paths
+from tether.serde import _allowlist, _ext, _framework_codecs, _paths
 from tether.serde._decode import Decoder, MismatchPolicy, SchemaMismatchWarning, Upgrade
 from tether.serde._jsonplus import loads_json
 
 __all__ = ["MsgpackSerializer", "SchemaMismatchWarning"]
+
+# LangGraph's and LangChain's classes are written and read through hooks
+# that module registers; core serde itself knows only the standard library
+_framework_codecs.register()
 
 _EMPTY = b""
 
