@@ -23,7 +23,7 @@ import serde_models as m
 
 from tether.errors import DecodeError, EncodeError
 from tether.serde import MsgpackSerializer, SchemaMismatchWarning
-from tether.serde._decode import _counts_fields
+from tether.serde._classinfo import counts_fields
 
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
 
@@ -152,10 +152,10 @@ class Migrating(pydantic.BaseModel):
 
 def test_which_models_count_their_fields() -> None:
     """Only models whose own code cannot touch validation skip the key comparison."""
-    assert _counts_fields(m.Person)
-    assert _counts_fields(m.Address)
+    assert counts_fields(m.Person)
+    assert counts_fields(m.Address)
     for cls in (m.Open, m.CustomInit, WithPostInit, WithPrivate, Migrating):
-        assert not _counts_fields(cls), cls
+        assert not counts_fields(cls), cls
 
 
 def test_a_model_validator_does_not_hide_a_removed_field() -> None:

@@ -38,8 +38,8 @@ from langchain_core.messages import (
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
 from tether.serde._allowlist import FORWARDING_INIT
-from tether.serde._decode import _forwards_init
 from tether.serde._ext import EXT_PYDANTIC_V2, PACK_OPTS
+from tether.serde._framework_codecs import forwards_init
 
 TOOL_CALL = {"name": "search", "args": {"q": "tether", "n": 3}, "id": "call-1", "type": "tool_call"}
 BLOCKS: list[Any] = [{"type": "text", "text": "hello"}, "plain", {"type": "image", "url": "x"}]
@@ -93,7 +93,7 @@ def _listed(cls: type) -> bool:
 def test_every_listed_class_is_importable_and_takes_the_short_path() -> None:
     for module, name in sorted(FORWARDING_INIT):
         cls = getattr(importlib.import_module(module), name)
-        assert _forwards_init(cls, f"{module}.{name}"), (module, name)
+        assert forwards_init(cls, f"{module}.{name}"), (module, name)
 
 
 def test_samples_cover_every_listed_concrete_class() -> None:
@@ -155,7 +155,7 @@ class Shouting(HumanMessage):
 
 
 def test_a_subclass_with_its_own_init_is_built_through_it() -> None:
-    assert not _forwards_init(Shouting, f"{__name__}.Shouting")
+    assert not forwards_init(Shouting, f"{__name__}.Shouting")
     serde = MsgpackSerializer(allowlist=[(__name__, "Shouting")])
     stored = serde.dumps_typed(Shouting("quiet"))
     for _ in range(2):
@@ -179,4 +179,4 @@ def test_messages_are_written_as_model_dump_writes_them(sample: Any) -> None:
 
 
 def test_an_unlisted_name_for_a_listed_class_is_not_short_cut() -> None:
-    assert not _forwards_init(HumanMessage, "somewhere.else.HumanMessage")
+    assert not forwards_init(HumanMessage, "somewhere.else.HumanMessage")

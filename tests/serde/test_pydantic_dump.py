@@ -1,6 +1,6 @@
 """A plain pydantic model is packed from its __dict__ by ormsgpack: the bytes model_dump gives.
 
-tether.serde._ext writes a plain model's fields without model_dump() (SPEC S3;
+tether.serde._pydantic writes a plain model's fields without model_dump() (SPEC S3;
 the wire format is LangGraph's ext 5). These tests hold it to exactly the
 bytes of the model_dump() path for every plain shape, and check that what is
 not plain -- per class or per instance -- takes the model_dump() path.
@@ -11,7 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import enum
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired
 
 import ormsgpack
@@ -22,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict
 
-from tether.serde import MsgpackSerializer, _ext
+from tether.serde import MsgpackSerializer, _ext, _pydantic
 
 
 class Kind(enum.Enum):
@@ -161,9 +165,9 @@ def serde() -> MsgpackSerializer:
 
 def test_which_models_are_plain() -> None:
     for cls in PLAIN:
-        assert _ext._plain_model(cls) is not None, cls
+        assert _pydantic._plain_model(cls) is not None, cls
     for cls in NOT_PLAIN:
-        assert _ext._plain_model(cls) is None, cls
+        assert _pydantic._plain_model(cls) is None, cls
 
 
 WIDE = Wide(
@@ -314,13 +318,13 @@ def loose_serde() -> MsgpackSerializer:
 
 
 def test_which_models_are_loose() -> None:
-    assert _ext._loose_model(Loose) == (
+    assert _pydantic._loose_model(Loose) == (
         ("u", "d", "items", "shape", "shapes", "leaf", "when"),
         True,
         ("shape", "shapes", "leaf"),
     )
-    assert _ext._loose_model(LooseWithValidator) is not None
-    assert _ext._loose_model(WithUnion) is not None
+    assert _pydantic._loose_model(LooseWithValidator) is not None
+    assert _pydantic._loose_model(WithUnion) is not None
     for cls in (
         WithFieldSerializer,
         WithModelSerializer,
@@ -331,7 +335,7 @@ def test_which_models_are_loose() -> None:
         m.WithComputed,
         pydantic.RootModel[int],
     ):
-        assert _ext._loose_model(cls) is None, cls
+        assert _pydantic._loose_model(cls) is None, cls
 
 
 json_leaves = (
@@ -397,3 +401,52 @@ def test_loose_values_changed_behind_pydantics_back_are_written_as_model_dump_do
 def test_loose_models_get_the_loose_encoder() -> None:
     loose_serde().dumps_typed(Loose(u=1))
     assert _ext._ENCODERS[Loose][0].__name__ == "enc_loose"
+
+
+# --- the kill switch: TETHER_PYDANTIC_FAST=0 (tether.serde._pydantic.FAST) ------------
+
+KILL_SWITCH_PAYLOADS = [
+    WIDE,
+    Wide(s="", i=0, f=0, b=False, raw=b""),
+    Inner(leaf=Leaf(label="only")),
+    Inner(leaf=SubLeaf(label="l", secret=1)),
+    m.Person(name="ada", age=36, address=m.Address(city="London"), tags=("x",)),
+    WithFieldSerializer(x=1),
+    WithModelSerializer(x=1),
+    WithAnnotatedSerializer(x=1),
+    WithExcluded(x=1, hidden=2),
+    WithUnion(x="s"),
+    WithSet(uniq={0, 5, -3}),
+    SerializedByAlias(x=1),
+    Loose(u=1, d={"a": [1, "b"]}, items=[None, 2.5], shape={"name": "sq", "sides": 4}),
+    Loose(u="x", leaf=Leaf(label="l"), when=dt.datetime(2026, 1, 2)),
+]
+
+
+def _kill_switch_serde() -> MsgpackSerializer:
+    return MsgpackSerializer(allowlist=[*m.ALL, *PLAIN, *NOT_PLAIN, Kind, Loose, SubLeaf])
+
+
+def test_the_kill_switch_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = [_kill_switch_serde().dumps_typed({"v": v}) for v in KILL_SWITCH_PAYLOADS]
+    assert _ext._ENCODERS[Wide][0].__name__ == "enc_plain"
+    assert _ext._ENCODERS[Loose][0].__name__ == "enc_loose"
+    monkeypatch.setattr(_pydantic, "FAST", False)
+    monkeypatch.setattr(_ext, "_ENCODERS", {})  # the encoders are made once per class
+    slow = [_kill_switch_serde().dumps_typed({"v": v}) for v in KILL_SWITCH_PAYLOADS]
+    made = {enc.__name__ for enc, _ in _ext._ENCODERS.values()}
+    assert "enc_plain" not in made
+    assert "enc_loose" not in made
+    assert slow == fast  # byte for byte, so what is read back is the same too
+
+
+@pytest.mark.parametrize(("value", "fast"), [("0", False), (" 0 ", False), ("1", True), ("", True)])
+def test_the_kill_switch_is_read_from_the_environment(value: str, fast: bool) -> None:
+    code = "import tether.serde._pydantic as p; print(p.FAST)"
+    src = str(Path(_pydantic.__file__).parents[2])  # where tether is imported from
+    path = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "TETHER_PYDANTIC_FAST": value}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == str(fast)

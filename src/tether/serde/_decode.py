@@ -4,7 +4,9 @@ and the schema-evolution policies (SPEC S3.4, S3.5).
 Order of checks for every ext value: the payload shape, then the (module, name)
 strings against the safe builders / allowlist / deny list -- only then is the
 module imported and the class looked up, and then only a class (never a
-function) is constructed, through the path its kind dictates.
+function) is constructed, through the path its kind dictates. The gate and
+what is known about each class are :mod:`tether.serde._classinfo`; the path
+an error carries is found by :mod:`tether.serde._paths`.
 
 Once a (module, name) has passed those checks, the decoder keeps how to build
 it (``Decoder._fast``) and later values of that type take a short path in
@@ -16,16 +18,9 @@ same checks to the same member.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import functools
-import importlib
-import logging
 import re
-import sys
 import threading
-import types
-import typing
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -33,18 +28,17 @@ from typing import Any, Literal
 import msgspec
 
 from tether.errors import DecodeError
-from tether.serde import _allowlist, _depth
+from tether.serde import _allowlist, _classinfo, _codecs, _depth, _paths
+from tether.serde._classinfo import ClassInfo, Kind
 from tether.serde._ext import (
     EXT_CONSTRUCTOR_POS_ARGS,
     EXT_CONSTRUCTOR_SINGLE_ARG,
-    EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
     EXT_NAMES,
     EXT_NUMPY_ARRAY,
 )
 from tether.serde._numpy import EXT_HEADS, SMALL_ARRAY, read_array, read_whole
-
-logger = logging.getLogger("tether.serde")
+from tether.serde._paths import describe, failed, show
 
 MismatchPolicy = Literal["error", "raw"]
 Upgrade = Callable[[Any], Any]
@@ -53,9 +47,6 @@ Upgrade = Callable[[Any], Any]
 class SchemaMismatchWarning(UserWarning):
     """A stored value no longer fits its class and was returned as raw fields."""
 
-
-_warned_permissive: set[tuple[str, str]] = set()
-_MAX_WARNED = 1000
 
 # Bounds of Decoder._memo: an Enum envelope is a few dozen bytes; hashing
 # larger ext 0 payloads (sets, tuples) would cost more than it could save.
@@ -124,230 +115,6 @@ _MEMBER = 5  # an Enum member: target[value]
 _Fast = tuple[int, Any, Any]
 
 
-class _Kind(enum.Enum):
-    PYDANTIC_V2 = "pydantic"
-    PYDANTIC_V1 = "pydantic.v1"
-    DATACLASS = "dataclass"
-    NAMEDTUPLE = "namedtuple"
-    ENUM = "enum"
-    OTHER = "class"
-
-
-@dataclasses.dataclass(slots=True)
-class _ClassInfo:
-    """What decoding needs about one class, computed once."""
-
-    cls: type
-    kind: _Kind
-    dotted: str
-    fields: frozenset[str] = frozenset()  # every stored key the class accepts
-    required: frozenset[str] = frozenset()
-    open_extra: bool = False  # extra keys are fine (pydantic extra="allow")
-    drop: frozenset[str] = frozenset()  # stored keys to leave out (computed fields)
-    non_init: frozenset[str] = frozenset()  # dataclass fields set after __init__
-    checks: dict[str, tuple[type, ...]] = dataclasses.field(default_factory=dict)
-    as_tuple: frozenset[str] = frozenset()  # tuple-typed fields LangGraph wrote as lists
-    validate: Callable[[dict[str, Any]], Any] | None = None
-    # pydantic v2: validation alone decides which stored keys it used (see _counts_fields)
-    counted: bool = False
-
-
-def _plain_types(hint: Any) -> tuple[type, ...] | None:
-    """The isinstance check a type hint allows, or None when it is not that simple."""
-    origin = typing.get_origin(hint)
-    if origin is typing.Union or origin is types.UnionType:
-        out: list[type] = []
-        for arg in typing.get_args(hint):
-            if arg is type(None):
-                out.append(type(None))
-                continue
-            sub = _plain_types(arg)
-            if sub is None:
-                return None
-            out.extend(sub)
-        return tuple(out)
-    if origin in (list, dict, set, frozenset, tuple):
-        return (origin,) if origin is not tuple else (tuple, list)
-    if isinstance(hint, type) and hint.__module__ in ("builtins", "datetime", "uuid", "decimal"):
-        if hint is float:
-            return (float, int)
-        if hint is complex:
-            return (complex, float, int)
-        if hint is object:
-            return None
-        return (hint,) if hint is not tuple else (tuple, list)
-    return None
-
-
-def _hint_checks(cls: type, names: frozenset[str]) -> tuple[dict[str, tuple[type, ...]], set[str]]:
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:
-        return {}, set()  # unresolvable annotations: no type checks, never a failure
-    checks: dict[str, tuple[type, ...]] = {}
-    as_tuple: set[str] = set()
-    for name in names:
-        if name not in hints:
-            continue
-        allowed = _plain_types(hints[name])
-        if allowed:
-            checks[name] = allowed
-            if tuple in allowed and typing.get_origin(hints[name]) is not typing.Union:
-                as_tuple.add(name)
-    return checks, as_tuple
-
-
-def _counts_fields(cls: Any) -> bool:
-    """Whether a validated ``cls`` records exactly the stored keys that are its fields.
-
-    Validation ignores keys the class does not have, so a field the class lost
-    would vanish silently; comparing the stored keys with the field names
-    catches that, but costs a set comparison per value. For a plain model the
-    validated instance's ``__pydantic_fields_set__`` is exactly the stored keys
-    it used, so the count says the same thing after the fact. Not for models
-    whose own code runs during validation and could change the input or the
-    set (a custom ``__init__``, ``model_post_init`` or private attributes,
-    model validators), nor when extra keys are kept.
-    """
-    try:
-        return (
-            (getattr(cls, "model_config", None) or {}).get("extra") != "allow"
-            and cls.__pydantic_custom_init__ is False
-            and cls.__pydantic_post_init__ is None
-            and not cls.__pydantic_decorators__.model_validators
-        )
-    except AttributeError:  # a pydantic version that names these differently
-        return False
-
-
-def _forwards_init(cls: Any, dotted: str) -> bool:
-    """Whether ``cls`` is in :data:`_allowlist.FORWARDING_INIT` with LangChain's ``__init__``."""
-    module, _, name = dotted.rpartition(".")
-    if (module, name) not in _allowlist.FORWARDING_INIT:
-        return False
-    try:
-        if cls.__pydantic_custom_init__ is not True:
-            return False  # nothing to skip
-        base = importlib.import_module("pydantic").BaseModel
-    except (AttributeError, ImportError):
-        return False
-    for klass in cls.__mro__:
-        if klass is base:
-            return True
-        if "__init__" in vars(klass) and not klass.__module__.startswith("langchain_core."):
-            return False
-    return False
-
-
-def _into_new(cls: Any) -> Callable[[dict[str, Any]], Any]:
-    """What ``BaseModel.__init__`` does, called without the class's forwarding ``__init__``."""
-    new = object.__new__
-    into = cls.__pydantic_validator__.validate_python
-
-    def validate(data: dict[str, Any]) -> Any:
-        return into(data, self_instance=new(cls))
-
-    return validate
-
-
-def _class_info(cls: type, dotted: str) -> _ClassInfo:
-    if hasattr(cls, "__pydantic_validator__") and hasattr(cls, "model_fields"):
-        fields = cls.model_fields
-        computed = frozenset(getattr(cls, "model_computed_fields", {}) or {})
-        config = getattr(cls, "model_config", {}) or {}
-        aliased = any(f.alias or f.validation_alias for f in fields.values())
-        # the validator itself: model_validate is a Python wrapper around it
-        validate = cls.__pydantic_validator__.validate_python
-        if _forwards_init(cls, dotted) and not aliased:
-            validate = _into_new(cls)
-        elif aliased:
-            # model_dump() writes field names; read them back by name
-            def validate(data: dict[str, Any], _v: Any = cls.model_validate) -> Any:  # type: ignore[attr-defined]
-                return _v(data, by_name=True)
-
-        return _ClassInfo(
-            cls,
-            _Kind.PYDANTIC_V2,
-            dotted,
-            fields=frozenset(fields) | computed,
-            required=frozenset(n for n, f in fields.items() if f.is_required()),
-            open_extra=config.get("extra") == "allow",
-            drop=computed,
-            validate=validate,
-            counted=not aliased and not computed and _counts_fields(cls),
-        )
-    if hasattr(cls, "__fields__") and hasattr(cls, "parse_obj"):
-        fields = cls.__fields__
-        extra = getattr(getattr(cls, "__config__", None), "extra", None)
-        return _ClassInfo(
-            cls,
-            _Kind.PYDANTIC_V1,
-            dotted,
-            fields=frozenset(fields),
-            required=frozenset(n for n, f in fields.items() if f.required),
-            open_extra=str(getattr(extra, "value", extra)) == "allow",
-            validate=lambda data: cls(**data),
-        )
-    if dataclasses.is_dataclass(cls):
-        dfields = dataclasses.fields(cls)
-        names = frozenset(f.name for f in dfields)
-        checks, as_tuple = _hint_checks(cls, names)
-        return _ClassInfo(
-            cls,
-            _Kind.DATACLASS,
-            dotted,
-            fields=names,
-            required=frozenset(
-                f.name
-                for f in dfields
-                if f.init
-                and f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING
-            ),
-            non_init=frozenset(f.name for f in dfields if not f.init),
-            checks=checks,
-            as_tuple=frozenset(as_tuple),
-        )
-    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        names = frozenset(cls._fields)
-        defaults = getattr(cls, "_field_defaults", {})
-        checks, as_tuple = _hint_checks(cls, names)
-        return _ClassInfo(
-            cls,
-            _Kind.NAMEDTUPLE,
-            dotted,
-            fields=names,
-            required=names - frozenset(defaults),
-            checks=checks,
-            as_tuple=frozenset(as_tuple),
-        )
-    if issubclass(cls, enum.Enum):
-        return _ClassInfo(cls, _Kind.ENUM, dotted)
-    return _ClassInfo(cls, _Kind.OTHER, dotted)
-
-
-def _describe(value: Any) -> str:
-    return type(value).__name__
-
-
-def _failed(exc: BaseException) -> str:
-    """How a constructor failed: the message alone for the usual ValueError/TypeError."""
-    if isinstance(exc, ValueError | TypeError):
-        try:
-            return str(exc)
-        except Exception:  # noqa: S110 - _show says so
-            pass
-    return _show(exc)
-
-
-def _show(obj: object) -> str:
-    """``repr(obj)`` for an error message; a class's own ``__repr__`` may raise too."""
-    try:
-        return repr(obj)
-    except Exception:
-        return f"<{type(obj).__qualname__} whose repr() failed>"
-
-
 class Decoder:
     """One serializer's decoding rules; :meth:`hook` is the decoder's ``ext_hook``."""
 
@@ -364,7 +131,7 @@ class Decoder:
         self.permissive = permissive
         self.on_mismatch = on_mismatch
         self.upgrades = dict(upgrades)
-        self._classes: dict[tuple[str, str], _ClassInfo] = {}
+        self._classes: dict[tuple[str, str], ClassInfo] = {}
         # ext code -> (module -> name -> how to build the envelope's argument,
         # see _SAFE...; the envelope lengths the code allows). The safe
         # builders are there from the start, each allowed class once it has
@@ -386,6 +153,8 @@ class Decoder:
         # decodes a payload with it, so the recursion count runs across levels
         self._unpack = msgspec.msgpack.Decoder(ext_hook=self.hook).decode
         self._lock = threading.Lock()
+        # ext 1 classes built by a framework's own call instead of cls(*args)
+        self._calls = _codecs.calls(EXT_CONSTRUCTOR_POS_ARGS)
 
     # --- entry points -------------------------------------------------------
 
@@ -415,7 +184,7 @@ class Decoder:
             # TypeError: a map key that is not hashable (a typed value as a key)
             raise DecodeError(f"invalid msgpack data: {_msgpack_problem(exc, len(raw))}") from exc
         except Exception as exc:  # anything else a class's own code raised on the way
-            raise DecodeError(f"cannot read the value: {_show(exc)}") from exc
+            raise DecodeError(f"cannot read the value: {show(exc)}") from exc
         if inner.reason == _NO_RECURSION_LEFT:
             raise inner
         raise DecodeError(inner.reason, path=self._locate(raw), type_name=inner.type_name) from (
@@ -438,10 +207,11 @@ class Decoder:
                     return hit
             known = self._fast.get(code)
             if known is None:
-                if code == EXT_DELTA_SNAPSHOT:
-                    # the class first: without langgraph nothing is decoded
-                    snapshot = _delta_snapshot_class()
-                    return snapshot(self._unpack(data))
+                value_ext = _codecs.value_ext(code)  # ext 7: _framework_codecs
+                if value_ext is not None:
+                    # the class first: without its library nothing is decoded
+                    wrap = value_ext[0]()
+                    return wrap(self._unpack(data))
                 return _other_ext(code, data)
             table, lengths = known
             env = self._unpack(data)
@@ -460,7 +230,7 @@ class Decoder:
                     except Exception:  # noqa: S110 - the slow path names the mismatch
                         pass
                     else:
-                        # every stored key was a field (see _counts_fields)
+                        # every stored key was a field (see _classinfo.counts_fields)
                         if len(obj.__pydantic_fields_set__) == len(arg):
                             return obj
                 return self.from_fields((env[0], env[1]), arg)
@@ -497,7 +267,7 @@ class Decoder:
             raise DecodeError(f"malformed ext {code} ({name}) payload: {problem}") from exc
         except Exception as exc:
             name = EXT_NAMES.get(code, "unknown")
-            raise DecodeError(f"malformed ext {code} ({name}) payload: {_show(exc)}") from exc
+            raise DecodeError(f"malformed ext {code} ({name}) payload: {show(exc)}") from exc
 
     def _slow(self, code: int, env: Any) -> Any:
         """First sight of a type, or input the fast path did not accept."""
@@ -510,7 +280,7 @@ class Decoder:
         ):
             raise DecodeError(
                 f"malformed ext {code} ({EXT_NAMES[code]}) payload: expected "
-                f"[module, name, ...] of length {lengths[0]}, got {_describe(env)}"
+                f"[module, name, ...] of length {lengths[0]}, got {describe(env)}"
             )
         module, name, arg = env[0], env[1], env[2]
         if code == EXT_METHOD_SINGLE_ARG:
@@ -531,26 +301,24 @@ class Decoder:
             self._fast[code][0].setdefault(module, {})[name] = self._maker(code, key, info)
         return out
 
-    def _maker(self, code: int, key: tuple[str, str], info: _ClassInfo) -> _Fast:
+    def _maker(self, code: int, key: tuple[str, str], info: ClassInfo) -> _Fast:
         """The fast path for a class seen before: valid input goes straight to it."""
         cls = info.cls
         if code == EXT_CONSTRUCTOR_SINGLE_ARG:
             members = getattr(cls, "_value2member_map_", None)
-            if info.kind is _Kind.ENUM and isinstance(members, dict):
+            if info.kind is Kind.ENUM and isinstance(members, dict):
                 return (_MEMBER, members, None)
             return (_BUILD, functools.partial(self.from_value, key), None)
         if code == EXT_CONSTRUCTOR_POS_ARGS:
             return (_BUILD, functools.partial(self.from_args, key), None)
         slow = functools.partial(self.from_fields, key)
         names = info.fields
-        if info.kind in (_Kind.PYDANTIC_V2, _Kind.PYDANTIC_V1) and not info.drop:
+        if info.kind in (Kind.PYDANTIC_V2, Kind.PYDANTIC_V1) and not info.drop:
             assert info.validate is not None
             if info.counted and not info.open_extra:
                 return (_COUNTED, info.validate, None)
             return (_VALIDATE, info.validate, names)
-        if info.kind in (_Kind.DATACLASS, _Kind.NAMEDTUPLE) and not (
-            info.non_init or info.as_tuple
-        ):
+        if info.kind in (Kind.DATACLASS, Kind.NAMEDTUPLE) and not (info.non_init or info.as_tuple):
             checks = tuple(info.checks.items())
 
             def record(fields: Any) -> Any:
@@ -581,10 +349,10 @@ class Decoder:
         except RecursionError:
             raise
         except Exception as exc:  # the class's own code may raise anything (#18.10)
-            if info.kind is _Kind.ENUM and isinstance(exc, ValueError | TypeError):
-                problem = f"stored value {_show(value)} is not a member of {info.dotted}"
+            if info.kind is Kind.ENUM and isinstance(exc, ValueError | TypeError):
+                problem = f"stored value {show(value)} is not a member of {info.dotted}"
             else:
-                problem = f"{info.dotted}({_describe(value)}) failed: {_failed(exc)}"
+                problem = f"{info.dotted}({describe(value)}) failed: {failed(exc)}"
             return self._mismatch(key, value, [problem], exc)
 
     def from_args(self, key: tuple[str, str], args: Any) -> Any:
@@ -592,22 +360,23 @@ class Decoder:
         if not isinstance(args, list | tuple):
             raise DecodeError(
                 f"malformed {key[0]}.{key[1]} payload: expected an argument array, "
-                f"got {_describe(args)}",
+                f"got {describe(args)}",
                 type_name=".".join(key),
             )
         info = self._resolve(key)
         if info is None:
             return self._mismatch(key, list(args), ["the class no longer exists"])
-        if info.kind is _Kind.ENUM and len(args) == 1:
+        if info.kind is Kind.ENUM and len(args) == 1:
             return self.from_value(key, args[0])
         try:
-            if key == ("langgraph.types", "Send") and len(args) == 3:
-                return info.cls(args[0], args[1], timeout=args[2])
+            call = self._calls.get(key)  # a framework's own (LangGraph's Send)
+            if call is not None:
+                return call(info.cls, args)
             return info.cls(*args)
         except RecursionError:
             raise
         except Exception as exc:
-            problem = f"{info.dotted}(*args) failed: {_failed(exc)}"
+            problem = f"{info.dotted}(*args) failed: {failed(exc)}"
             return self._mismatch(key, list(args), [problem], exc)
 
     def from_fields(self, key: tuple[str, str], fields: Any) -> Any:
@@ -616,19 +385,19 @@ class Decoder:
         if not isinstance(fields, dict):
             raise DecodeError(
                 f"malformed {dotted} payload: expected a map of field names, "
-                f"got {_describe(fields)}",
+                f"got {describe(fields)}",
                 type_name=dotted,
             )
         info = self._resolve(key)
         if info is None:
             return self._mismatch(key, fields, ["the class no longer exists"])
-        if info.kind is _Kind.OTHER or info.kind is _Kind.ENUM:
+        if info.kind is Kind.OTHER or info.kind is Kind.ENUM:
             try:
                 return info.cls(**fields)
             except RecursionError:
                 raise
             except Exception as exc:
-                problem = f"{dotted}(**fields) failed: {_failed(exc)}"
+                problem = f"{dotted}(**fields) failed: {failed(exc)}"
                 return self._mismatch(key, fields, [problem], exc)
         problems = self._fit(info, fields)
         if problems:
@@ -642,7 +411,7 @@ class Decoder:
             except RecursionError:
                 raise
             except Exception as exc:  # the class's own validators, on data they no longer expect
-                problem = f"validating {dotted} failed: {_show(exc)}"
+                problem = f"validating {dotted} failed: {show(exc)}"
                 return self._mismatch(key, fields, [problem], exc)
         if info.as_tuple:
             fields = {
@@ -660,10 +429,10 @@ class Decoder:
         except RecursionError:
             raise
         except Exception as exc:
-            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {_failed(exc)}"], exc)
+            return self._mismatch(key, fields, [f"{dotted}(**fields) failed: {failed(exc)}"], exc)
 
     @staticmethod
-    def _fit(info: _ClassInfo, fields: dict[str, Any]) -> list[str]:
+    def _fit(info: ClassInfo, fields: dict[str, Any]) -> list[str]:
         """Why ``fields`` no longer fit ``info`` (empty when they do)."""
         keys = fields.keys()
         problems: list[str] = []
@@ -683,83 +452,22 @@ class Decoder:
                     t.__name__ for t in allowed if t is not list or tuple not in allowed
                 )
                 problems.append(
-                    f"stored field {name!r} holds {_describe(fields[name])} but "
+                    f"stored field {name!r} holds {describe(fields[name])} but "
                     f"{info.dotted}.{name} is now {declared}"
                 )
         return problems
 
     # --- the gate ----------------------------------------------------------------
 
-    def _resolve(self, key: tuple[str, str]) -> _ClassInfo | None:
-        """The class for ``key`` after the checks in the module docs; None when it is gone.
-
-        Names are checked as strings first, so a refused name imports nothing.
-        Then the module is imported only when the name is allowed (permissive
-        mode takes modules already imported, never imports one), and the name
-        is looked up without traversal: a module attribute, then classes
-        nested in it, each read from the class's own ``__dict__``. Whatever is
-        found must be a class, of a module that is not denied.
-        """
+    def _resolve(self, key: tuple[str, str]) -> ClassInfo | None:
+        """The class for ``key`` (:func:`_classinfo.resolve`), kept once resolved."""
         info = self._classes.get(key)
         if info is not None:
             return info
-        module, name = key
-        dotted = f"{module}.{name}"
-        if _allowlist.is_denied(module):
-            raise _refuse(dotted, f"module {module!r} is never allowed ({_DENIED_WHY})")
-        allowed = self.policy.allows(module, name)
-        if not allowed and not self.permissive:
-            raise _refuse(dotted, f"it is not in the allowlist; {_allowlist.how_to_allow([key])}")
-        if allowed:
-            try:
-                mod: Any = importlib.import_module(module)
-            except ImportError:
-                return None
-            except Exception as exc:
-                why = f"importing {module} failed: {_show(exc)}"
-                raise DecodeError(why, type_name=dotted) from exc
-        else:
-            mod = sys.modules.get(module)
-            if mod is None:
-                raise _refuse(
-                    dotted,
-                    f"permissive mode never imports a module named by stored data, and "
-                    f"{module!r} is not imported; import it first or "
-                    f"{_allowlist.how_to_allow([key])}",
-                )
-        cls = _lookup(mod, module, name, by_attribute=allowed)
-        if cls is None:
-            return None
-        if _allowlist.is_denied(cls.__module__):
-            raise _refuse(
-                dotted,
-                f"it is {cls.__module__}.{cls.__qualname__}, and module {cls.__module__!r} "
-                f"is never allowed ({_DENIED_WHY})",
-            )
-        exact = cls.__module__ == module and cls.__qualname__ == name
-        if not exact and (not allowed or self.policy.wildcard_only(module, name)):
-            # permissive mode and module:* entries take a class only where it is defined
-            raise _refuse(
-                dotted,
-                f"that name leads to {cls.__module__}.{cls.__qualname__}, which is defined "
-                "elsewhere; only an explicit allowlist entry reaches a class through another name",
-            )
-        try:
-            info = _class_info(cls, dotted)
-        except Exception as exc:  # a class whose fields or hints cannot be read
-            why = f"cannot read class {dotted}: {_show(exc)}"
-            raise DecodeError(why, type_name=dotted) from exc
-        if not allowed:
-            if info.kind is _Kind.OTHER:
-                raise _refuse(
-                    dotted,
-                    "permissive mode constructs only data classes (pydantic models, "
-                    "dataclasses, named tuples, Enums), never other constructors; "
-                    + _allowlist.how_to_allow([key]),
-                )
-            _warn_permissive(key)
-        with self._lock:
-            self._classes[key] = info
+        info = _classinfo.resolve(key, self.policy, self.permissive)
+        if info is not None:
+            with self._lock:
+                self._classes[key] = info
         return info
 
     def _mismatch(
@@ -776,7 +484,7 @@ class Decoder:
                 return upgrade(fields)
             except Exception as exc:
                 raise DecodeError(
-                    f"upgrade function for {dotted} failed: {_show(exc)}", type_name=dotted
+                    f"upgrade function for {dotted} failed: {show(exc)}", type_name=dotted
                 ) from exc
         detail = "; ".join(problems)
         if self.on_mismatch == "raw":
@@ -798,103 +506,7 @@ class Decoder:
 
     def _locate(self, raw: bytes) -> str:
         """Second, slow pass after a failure: the path of the innermost bad ext."""
-        try:
-            tree = _raw_unpack(raw)
-        except Exception:
-            return "$"
-        return self._walk(tree, "$", 0) or "$"
-
-    def _walk(self, value: Any, path: str, depth: int) -> str | None:
-        if depth > 100:
-            return None
-        if isinstance(value, _RawExt):
-            try:
-                env = _raw_unpack(value.data)
-            except Exception:
-                return path
-            if value.code == EXT_DELTA_SNAPSHOT:  # no envelope: env is the value itself
-                try:
-                    _delta_snapshot_class()
-                except DecodeError:
-                    return path  # as in hook: nothing inside is decoded without langgraph
-                found = self._walk(env, path + ".value", depth + 1)
-                if found is not None:
-                    return found
-            if (
-                0 <= value.code < len(_ENVELOPE_LEN)
-                and isinstance(env, list | tuple)
-                and len(env) >= 3
-            ):
-                found = self._walk(env[2], path, depth + 1)
-                if found is not None:
-                    return found
-            try:
-                self.hook(value.code, value.data)
-            except Exception:
-                return path
-            return None
-        if isinstance(value, dict):
-            for k, v in value.items():
-                found = self._walk(v, path + _key_path(k), depth + 1)
-                if found is not None:
-                    return found
-        elif isinstance(value, list | tuple):
-            for i, v in enumerate(value):
-                found = self._walk(v, f"{path}[{i}]", depth + 1)
-                if found is not None:
-                    return found
-        return None
-
-
-_DENIED_WHY = "it can run code or touch the system"
-
-
-def _refuse(dotted: str, why: str) -> DecodeError:
-    return DecodeError(f"refusing to construct {dotted}: {why}", type_name=dotted)
-
-
-def _lookup(module: Any, module_name: str, name: str, *, by_attribute: bool) -> type | None:
-    """``name`` in ``module`` without traversal: None when it is not there.
-
-    The first part is an attribute of the module (``getattr`` for an allowed
-    name, so that lazily loaded module attributes resolve; the module's own
-    ``__dict__`` in permissive mode). Every further part is looked up in the
-    ``__dict__`` of the class before it, so a dotted name only ever reaches
-    classes nested in classes, never another module (``venv.subprocess``), a
-    function or a descriptor.
-    """
-    dotted = f"{module_name}.{name}"
-    first, *rest = name.split(".")
-    if by_attribute:
-        try:
-            obj: Any = getattr(module, first)
-        except AttributeError:
-            return None
-        except Exception as exc:  # a module __getattr__ that failed
-            why = f"looking up {dotted} failed: {_show(exc)}"
-            raise DecodeError(why, type_name=dotted) from exc
-    else:
-        obj = vars(module).get(first)
-    walked = module_name
-    for part in rest:
-        if obj is None:
-            return None
-        if not isinstance(obj, type):
-            raise _refuse(
-                dotted,
-                f"{walked}.{first} is a {type(obj).__name__}, not a class; a dotted name may "
-                "only name a class nested in a class",
-            )
-        walked, first = f"{walked}.{first}", part
-        obj = vars(obj).get(part)
-    if obj is None:
-        return None
-    if not isinstance(obj, type):
-        raise _refuse(
-            dotted,
-            f"it is a {type(obj).__name__}, not a class; tether only constructs classes",
-        )
-    return obj
+        return _paths.failing_path(raw, self.hook, _inside)
 
 
 def _other_ext(code: int, data: bytes | memoryview) -> Any:
@@ -902,30 +514,6 @@ def _other_ext(code: int, data: bytes | memoryview) -> Any:
     if code == EXT_NUMPY_ARRAY:
         return read_array(data)
     raise DecodeError(f"unknown ext code {code}; tether knows ext codes 0-7")
-
-
-_delta_snapshot_cls: list[type] = []
-
-
-def _delta_snapshot_class() -> type:
-    """LangGraph's ``_DeltaSnapshot``, which ext 7 holds; a DecodeError without langgraph.
-
-    A fixed import, never one named by stored data. Only the NamedTuple is
-    built, around a value decoded by the same rules as any other.
-    """
-    if _delta_snapshot_cls:
-        return _delta_snapshot_cls[0]
-    try:
-        from langgraph.checkpoint.serde.types import _DeltaSnapshot
-    except ImportError as exc:
-        raise DecodeError(
-            "ext 7 is a LangGraph DeltaChannel snapshot (_DeltaSnapshot) and reading it "
-            "needs LangGraph: pip install 'tether[langgraph]' (langgraph-checkpoint with "
-            f"DeltaChannel support); {exc}",
-            type_name="langgraph.checkpoint.serde.types._DeltaSnapshot",
-        ) from exc
-    _delta_snapshot_cls.append(_DeltaSnapshot)
-    return _DeltaSnapshot
 
 
 def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:
@@ -936,35 +524,7 @@ def _rebuild_error(module: str, name: str, exc: Exception) -> DecodeError:
         )
     # e.g. ZoneInfoNotFoundError, re.error
     dotted = f"{module}.{name}"
-    return DecodeError(f"cannot rebuild {dotted}: {_show(exc)}", type_name=dotted)
-
-
-class _RawExt:
-    __slots__ = ("code", "data")
-
-    def __init__(self, code: int, data: bytes) -> None:
-        self.code = code
-        self.data = data
-
-    def __hash__(self) -> int:
-        return hash((self.code, self.data))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _RawExt) and (self.code, self.data) == (other.code, other.data)
-
-
-def _raw_ext(code: int, data: memoryview) -> _RawExt:
-    return _RawExt(code, bytes(data))
-
-
-# the error path's decoder: ext values left as they are, to be walked one by one
-_raw_unpack = msgspec.msgpack.Decoder(ext_hook=_raw_ext).decode
-
-
-def _key_path(key: Any) -> str:
-    if isinstance(key, str) and key.isidentifier():
-        return f".{key}"
-    return f"[{key!r}]"
+    return DecodeError(f"cannot rebuild {dotted}: {show(exc)}", type_name=dotted)
 
 
 def _validation_summary(exc: BaseException) -> str:
@@ -983,15 +543,15 @@ def _validation_summary(exc: BaseException) -> str:
     return f"validation failed: {exc}"
 
 
-def _warn_permissive(key: tuple[str, str]) -> None:
-    if key in _warned_permissive or len(_warned_permissive) >= _MAX_WARNED:
-        return
-    _warned_permissive.add(key)
-    logger.warning(
-        "permissive mode: constructing %s.%s, which is not in the allowlist; add "
-        "(%r, %r) to the allowlist to silence this and to keep working in strict mode",
-        key[0],
-        key[1],
-        key[0],
-        key[1],
-    )
+def _inside(code: int, env: Any) -> list[tuple[str, Any]] | None:
+    """The values the payload ``env`` of an ext ``code`` holds, for :func:`_paths.failing_path`."""
+    value_ext = _codecs.value_ext(code)
+    if value_ext is not None:  # no envelope: env is the value itself
+        try:
+            value_ext[0]()
+        except DecodeError:
+            return None  # as in hook: nothing inside is decoded without its library
+        return [(value_ext[1], env)]
+    if 0 <= code < len(_ENVELOPE_LEN) and isinstance(env, list | tuple) and len(env) >= 3:
+        return [("", env[2])]
+    return []

@@ -33,6 +33,8 @@ from typing import Any
 
 import msgspec
 
+from tether.serde._paths import key_path
+
 #: levels a value may nest: arrays and maps count 1, typed (ext) values EXT_LEVELS
 MAX_DEPTH = 512
 #: what one typed (ext) value counts for, its payload's own levels apart
@@ -276,7 +278,6 @@ def _deep_path(data: bytes) -> str:
     decoded value, as DecodeError paths do: the fields of a typed value are
     under the typed value's own path, a delta snapshot's value under ``.value``.
     """
-    from tether.serde._decode import _key_path
 
     pos, end, depth = 0, len(data), 0
     frames = [_Frame(1, end, 0, -1, "$", _ROOT)]
@@ -294,7 +295,7 @@ def _deep_path(data: bytes) -> str:
         if pos >= end:
             return "$"
         if frame.kind == _MAP:
-            path = frame.path + (_key_path(frame.key) if frame.index % 2 else "[<key>]")
+            path = frame.path + (key_path(frame.key) if frame.index % 2 else "[<key>]")
         elif frame.kind == _ARRAY:
             path = f"{frame.path}[{frame.index}]"
         else:  # the top, an ext payload, or the envelope in one

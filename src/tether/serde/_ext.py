@@ -7,10 +7,9 @@ Every ext payload is itself a MessagePack array ``[module, name, args, ...]``.
 ormsgpack encodes dicts, lists, str, int, float, bool and bytes natively (in C);
 everything else reaches :func:`default`, which dispatches on ``type(obj)``
 through a per-type cache so the isinstance chain runs once per type, not once
-per value. Two kinds are written with less work than the general path and
-the same bytes: a plain pydantic model's fields are packed by ormsgpack from
-the instance (:func:`_plain_model` says which models and instances qualify),
-and a NumPy array's payload is joined around its buffer, which is copied once.
+per value. Pydantic models are :mod:`tether.serde._pydantic`'s (with their
+fast paths, which write the same bytes with less work); a NumPy array's
+payload is joined around its buffer, which is copied once.
 """
 
 from __future__ import annotations
@@ -31,6 +30,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
 import ormsgpack
+
+from tether.serde import _codecs
 
 EXT_CONSTRUCTOR_SINGLE_ARG = 0
 EXT_CONSTRUCTOR_POS_ARGS = 1
@@ -69,8 +70,8 @@ PACK_OPTS = ormsgpack.OPT_NON_STR_KEYS | PASSTHROUGH | ormsgpack.OPT_REPLACE_SUR
 # An encoder gets the value and the ``default`` hook to pack its payload with:
 # the hook of the serializer that is writing, so that values nested in the
 # payload go through that serializer's write-time check too.
-_Default = Callable[[Any], ormsgpack.Ext]
-_Encoder = Callable[[Any, _Default], ormsgpack.Ext]
+Default = Callable[[Any], ormsgpack.Ext]
+Encoder = Callable[[Any, Default], ormsgpack.Ext]
 ReadKey = tuple[str, str]  # (module, name) as written and as the reader checks it
 # why the writing serializer would not read a class back, or None when it would
 Check = Callable[[ReadKey], str | None]
@@ -111,11 +112,11 @@ def class_key(cls: type) -> tuple[str, str]:
 # state holds thousands of typed values and each Python call adds to every one.
 
 
-def _single(cls: type, arg: Callable[[Any], Any], name: str | None = None) -> _Encoder:
+def _single(cls: type, arg: Callable[[Any], Any], name: str | None = None) -> Encoder:
     module, qual = class_key(cls)
     name = name or qual
 
-    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+    def enc(obj: Any, dflt: Default) -> ormsgpack.Ext:
         payload = _packb([module, name, arg(obj)], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_SINGLE_ARG, payload)
 
@@ -127,357 +128,36 @@ def _positional(
     args: Callable[[Any], list[Any]],
     name: str | None = None,
     module: str | None = None,
-) -> _Encoder:
+) -> Encoder:
     own_module, qual = class_key(cls)
     module, name = module or own_module, name or qual
 
-    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+    def enc(obj: Any, dflt: Default) -> ormsgpack.Ext:
         payload = _packb([module, name, args(obj)], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_POS_ARGS, payload)
 
     return enc
 
 
-def _keywords(cls: type, fields: Callable[[Any], dict[str, Any]]) -> _Encoder:
+def _keywords(cls: type, fields: Callable[[Any], dict[str, Any]]) -> Encoder:
     module, name = class_key(cls)
 
-    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+    def enc(obj: Any, dflt: Default) -> ormsgpack.Ext:
         payload = _packb([module, name, fields(obj)], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
     return enc
 
 
-def _dataclass(cls: type) -> _Encoder:
+def _dataclass(cls: type) -> Encoder:
     names = tuple(f.name for f in dataclasses.fields(cls))
     module, name = class_key(cls)
 
-    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+    def enc(obj: Any, dflt: Default) -> ormsgpack.Ext:
         # no dataclasses.asdict: it deep-copies and flattens nested dataclasses
         fields = {n: getattr(obj, n) for n in names}
         payload = _packb([module, name, fields], default=dflt, option=PACK_OPTS)
         return _Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
-
-    return enc
-
-
-def _pydantic_v2(cls: type) -> _Encoder:
-    module, name = class_key(cls)
-    # to_python is what model_dump calls, minus its Python-level argument handling
-    to_python = cls.__pydantic_serializer__.to_python  # type: ignore[attr-defined]
-    plain = _plain_model(cls)
-
-    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
-        payload = _packb(
-            [module, name, to_python(obj), "model_validate_json"],
-            default=dflt,
-            option=PACK_OPTS,
-        )
-        return _Ext(EXT_PYDANTIC_V2, payload)
-
-    if plain is None:
-        loose = _loose_model(cls)
-        if loose is None:
-            return enc
-        names, open_extra, structured = loose
-
-        def enc_loose(obj: Any, dflt: _Default) -> ormsgpack.Ext:
-            values = obj.__dict__
-            if tuple(values) != names or (open_extra and obj.__pydantic_extra__):
-                return enc(obj, dflt)
-            for field_name in structured:
-                value = values[field_name]
-                if value and type(value) not in _SCALARS:
-                    return enc(obj, dflt)
-            # No default: a value model_dump() could change (a model, a tuple,
-            # an enum, a datetime... anything but plain MessagePack) makes
-            # ormsgpack refuse, and the value takes model_dump's path.
-            try:
-                payload = _packb([module, name, values, "model_validate_json"], option=PACK_OPTS)
-            except TypeError:
-                return enc(obj, dflt)
-            return _Ext(EXT_PYDANTIC_V2, payload)
-
-        return enc_loose
-
-    def enc_plain(obj: Any, dflt: _Default) -> ormsgpack.Ext:
-        if not plain(obj):
-            return enc(obj, dflt)
-        # ormsgpack writes the model's __dict__ itself: for a plain model that
-        # is what model_dump() returns, without building it in Python first
-        payload = _packb(
-            [module, name, obj, "model_validate_json"], default=dflt, option=_PACK_MODELS
-        )
-        return _Ext(EXT_PYDANTIC_V2, payload)
-
-    return enc_plain
-
-
-# A plain model's fields, packed by ormsgpack from the instance's __dict__
-# (OPT_SERIALIZE_PYDANTIC), give the bytes model_dump() + packb give, at a
-# third of the cost. "Plain" is decided once per class from its pydantic core
-# schema (_plain_model), and each instance is checked for what the schema
-# cannot promise (a subclass instance in a model field, an attribute set
-# behind pydantic's back); anything else goes through model_dump's path.
-_PACK_MODELS = PACK_OPTS | ormsgpack.OPT_SERIALIZE_PYDANTIC
-
-# core schema types whose value model_dump() (python mode) returns unchanged;
-# the ones that are not plain MessagePack reach default() either way
-_AS_IS = frozenset(
-    {
-        "str",
-        "int",
-        "float",
-        "bool",
-        "bytes",
-        "none",
-        "literal",
-        "enum",
-        "datetime",
-        "date",
-        "time",
-        "timedelta",
-        "uuid",
-        "decimal",
-    }
-)
-
-
-_Defs = dict[str, Any]  # a core schema's definitions by ref
-
-
-def _resolve(schema: Any, defs: _Defs) -> Any:
-    if isinstance(schema, dict) and schema.get("type") == "definition-ref":
-        return defs.get(schema.get("schema_ref"))  # type: ignore[arg-type]
-    return schema
-
-
-def _dumped_as_is(schema: Any, defs: _Defs) -> bool:
-    """Whether a field schema dumps its value unchanged and can hold no model."""
-    schema = _resolve(schema, defs)
-    if not isinstance(schema, dict) or "serialization" in schema:
-        return False
-    kind = schema.get("type")
-    if kind in _AS_IS:
-        return True
-    if kind in ("default", "nullable"):
-        return _dumped_as_is(schema.get("schema"), defs)
-    if kind == "list":
-        return _dumped_as_is(schema.get("items_schema"), defs)  # absent: any item
-    if kind == "dict":
-        return _dumped_as_is(schema.get("keys_schema"), defs) and _dumped_as_is(
-            schema.get("values_schema"), defs
-        )
-    if kind == "tuple":
-        items = schema.get("items_schema")
-        return isinstance(items, list) and all(_dumped_as_is(item, defs) for item in items)
-    # not: any, unions, dataclasses, validators without a schema... and sets,
-    # which model_dump() copies: the copy can iterate in another order
-    return False
-
-
-_NestedCheck = tuple[str, type, Callable[[Any], bool], bool]
-
-
-def _model_schema(cls: Any) -> tuple[dict[str, Any], _Defs]:
-    """A model's core schema and its definitions by ref (models used more than once)."""
-    schema = cls.__pydantic_core_schema__
-    defs: _Defs = {}
-    if schema.get("type") == "definitions":
-        defs = {d["ref"]: d for d in schema["definitions"] if "ref" in d}
-        schema = schema["schema"]
-    return schema, defs
-
-
-def _plain_model(cls: Any) -> Callable[[Any], bool] | None:
-    """For a plain pydantic v2 model, the per-instance check; None for any other.
-
-    Plain: no serializers of its own (model, field or annotated), no computed
-    or excluded fields, no aliases used for dumping, extra keys not kept, and
-    every field either dumped as is (_dumped_as_is) or a plain model itself.
-    """
-    try:
-        schema, defs = _model_schema(cls)
-        return _plain_schema(schema, defs, 0) if schema.get("cls") is cls else None
-    except Exception:  # a pydantic version that builds its schemas differently
-        return None
-
-
-# Schema types that only validate and wrap the schema that follows them.
-_VALIDATOR_WRAPPERS = frozenset({"function-before", "function-after", "function-wrap"})
-
-# Values model_dump() returns unchanged under any schema without a serializer
-# of its own (python mode): exact types only.
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-# Schemas that dump a dict by their own fields: model_dump() leaves out keys
-# they do not declare (a TypedDict's), and dumps a model by its schema.
-_STRUCTURED = frozenset({"typed-dict", "model", "dataclass", "dataclass-args", "model-fields"})
-
-
-def _fields_schema(schema: dict[str, Any], *, unwrap: bool) -> tuple[dict[str, Any], bool] | None:
-    """A model schema's ``model-fields`` schema and whether extra keys are kept.
-
-    None when the model is dumped other than field by field: a root model, a
-    serializer of its own (model, field or annotated at the model level),
-    computed fields, or dumping by alias. ``unwrap``: look through model
-    validators wrapped around the fields (they do not change dumping).
-    """
-    cls = schema["cls"]
-    model_config = getattr(cls, "model_config", None) or {}
-    core_config = schema.get("config") or {}
-    decorators = cls.__pydantic_decorators__
-    if not (
-        schema.get("type") == "model"
-        and not schema.get("root_model")
-        and "serialization" not in schema
-        and not model_config.get("serialize_by_alias")
-        and not core_config.get("serialize_by_alias")
-        and not decorators.field_serializers
-        and not decorators.model_serializers
-        and not decorators.computed_fields
-    ):
-        return None
-    inner = schema.get("schema")
-    while (
-        unwrap
-        and isinstance(inner, dict)
-        and inner.get("type") in _VALIDATOR_WRAPPERS
-        and "serialization" not in inner
-    ):
-        inner = inner.get("schema")
-    if not (
-        isinstance(inner, dict)
-        and inner.get("type") == "model-fields"
-        and not inner.get("computed_fields")
-        and "serialization" not in inner
-    ):
-        return None
-    open_extra = (
-        model_config.get("extra") == "allow"
-        or core_config.get("extra_fields_behavior") == "allow"
-        or inner.get("extra_behavior") == "allow"
-    )
-    return inner, open_extra
-
-
-def _loose_model(cls: Any) -> tuple[tuple[str, ...], bool, tuple[str, ...]] | None:
-    """A model that is not plain for its field types only: what its instances are checked for.
-
-    Such a model (LangChain's messages: ``content: str | list``,
-    ``additional_kwargs: dict[str, Any]``...) has no serializer, alias,
-    exclusion or computed field anywhere in its schema, so model_dump()
-    returns an instance's ``__dict__`` unchanged whenever every value is plain
-    MessagePack (ormsgpack, given no default, refuses anything else) and every
-    field whose schema holds a structured type (:data:`_STRUCTURED`) holds a
-    scalar or an empty value. Returns ``(field names in order, extra keys
-    allowed, structured field names)``, or None.
-    """
-    try:
-        schema, defs = _model_schema(cls)
-        if schema.get("cls") is not cls:
-            return None
-        found = _fields_schema(schema, unwrap=True)
-        if found is None:
-            return None
-        inner, open_extra = found
-        structured: list[str] = []
-        for field_name, field in inner["fields"].items():
-            if any(str(k).startswith("serialization") for k in field):
-                return None
-            flat = _loose_kind(field.get("schema"), defs)
-            if flat is None:
-                return None
-            if not flat:
-                structured.append(field_name)
-        return tuple(inner["fields"]), open_extra, tuple(structured)
-    except Exception:  # a pydantic version that builds its schemas differently
-        return None
-
-
-def _loose_kind(schema: Any, defs: _Defs) -> bool | None:
-    """None: a serializer, alias or exclusion somewhere in the schema; else True
-    when no structured type (:data:`_STRUCTURED`) is in it. Union members and
-    referenced definitions included."""
-    structured = False
-    seen: set[str] = set()
-    stack: list[Any] = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-            continue
-        if not isinstance(node, dict):
-            continue
-        for key, value in node.items():
-            if str(key).startswith("serialization"):
-                return None
-            if key == "type" and isinstance(value, str):  # not a field named "type"
-                if value == "definition-ref":
-                    ref = node.get("schema_ref")
-                    if isinstance(ref, str) and ref not in seen:
-                        seen.add(ref)
-                        stack.append(defs.get(ref))
-                elif value in _STRUCTURED:
-                    structured = True
-            elif key not in ("metadata", "ref", "cls"):
-                stack.append(value)
-    return not structured
-
-
-def _plain_schema(schema: Any, defs: _Defs, depth: int) -> Callable[[Any], bool] | None:
-    schema = _resolve(schema, defs)
-    cls = schema.get("cls") if isinstance(schema, dict) else None
-    if cls is None or depth > 3:
-        return None
-    found = _fields_schema(schema, unwrap=False)
-    if found is None or found[1]:
-        return None  # not dumped from its fields alone, or extra keys kept
-    inner = found[0]
-    fields = inner["fields"]
-    nested: list[_NestedCheck] = []
-    for field_name, field in fields.items():
-        if any(str(k).startswith("serialization") for k in field):
-            return None  # excluded from dumps, dumped under an alias...
-        sub: Any = _resolve(field.get("schema"), defs)
-        optional = False
-        while isinstance(sub, dict) and sub.get("type") in ("default", "nullable"):
-            if "serialization" in sub:
-                return None
-            optional = optional or sub["type"] == "nullable"
-            sub = _resolve(sub.get("schema"), defs)
-        if isinstance(sub, dict) and sub.get("type") == "model":
-            sub_check = _plain_schema(sub, defs, depth + 1)
-            if sub_check is None:
-                return None
-            nested.append((field_name, sub["cls"], sub_check, optional))
-        elif not _dumped_as_is(field.get("schema"), defs):
-            return None
-    names = tuple(fields)
-
-    def is_plain(obj: Any) -> bool:
-        values = obj.__dict__
-        # exactly the fields, in their order: what model_dump() writes
-        if tuple(values) != names:
-            return False
-        for field_name, sub_cls, sub_check, optional in nested:
-            value = values.get(field_name)
-            if type(value) is sub_cls:
-                if not sub_check(value):
-                    return False
-            elif not (optional and value is None):
-                return False  # e.g. a subclass instance: dumped as the declared class
-        return True
-
-    return is_plain
-
-
-def _pydantic_v1(cls: type) -> _Encoder:
-    head = list(class_key(cls))
-
-    def enc(obj: Any, dflt: _Default) -> ormsgpack.Ext:
-        payload = _packb([*head, obj.dict()], default=dflt, option=PACK_OPTS)
-        return ormsgpack.Ext(EXT_PYDANTIC_V1, payload)
 
     return enc
 
@@ -536,7 +216,7 @@ def ext_header(code: int, size: int) -> bytes:
     raise Unsupported(None, f"an ext value of {size} bytes does not fit in MessagePack")
 
 
-def _numpy(obj: Any, dflt: _Default) -> ormsgpack.Ext:
+def _numpy(obj: Any, dflt: Default) -> ormsgpack.Ext:
     parts = _numpy_payload(obj)
     return _Ext(EXT_NUMPY_ARRAY, b"".join(parts))
 
@@ -548,7 +228,7 @@ def _numpy_whole(obj: Any) -> bytes:
     return b"".join([ext_header(EXT_NUMPY_ARRAY, size), *parts])
 
 
-def _datetime(obj: datetime, dflt: _Default) -> ormsgpack.Ext:
+def _datetime(obj: datetime, dflt: Default) -> ormsgpack.Ext:
     tz = obj.tzinfo
     if tz is None or (type(tz) is timezone and not tz.utcoffset(None).microseconds):
         return _Ext(
@@ -574,53 +254,37 @@ def _datetime(obj: datetime, dflt: _Default) -> ormsgpack.Ext:
     return ormsgpack.Ext(EXT_CONSTRUCTOR_KW_ARGS, payload)
 
 
-def _is_pydantic_v2(cls: type) -> bool:
-    mod = sys.modules.get("pydantic")
-    base = getattr(mod, "BaseModel", None) if mod is not None else None
-    return (
-        isinstance(base, type) and issubclass(cls, base) and hasattr(cls, "__pydantic_serializer__")
-    )
-
-
-def _is_pydantic_v1(cls: type) -> bool:
-    for name in ("pydantic.v1", "pydantic"):
-        mod = sys.modules.get(name)
-        base = getattr(mod, "BaseModel", None) if mod is not None else None
-        if (
-            isinstance(base, type)
-            and issubclass(cls, base)
-            and hasattr(cls, "__fields__")
-            and not hasattr(cls, "__pydantic_serializer__")
-        ):
-            return True
-    return False
-
-
 def _big_int(obj: int) -> list[Any]:
     # hex is exempt from CPython's 4300-digit str<->int limit; int(s, 0) reads it
     return [hex(obj), 0]
 
 
-def _encoder_for(cls: type) -> tuple[_Encoder, ReadKey | None]:
+def _encoder_for(cls: type) -> tuple[Encoder, ReadKey | None]:
     """The encoder of ``cls`` and the name a reader must be allowed to build.
 
     None for the types every reader rebuilds itself (datetimes, UUIDs,
     sets...: the safe built-ins), ``(module, qualname)`` for the others.
     """
-    enc = _safe_encoder(cls)
-    if enc is not None:
-        return enc, None
+    hooked = _codecs.encoder(cls)  # a framework's class (_framework_codecs)
+    if hooked is not None:
+        return hooked[0], class_key(cls) if hooked[1] else None
+    safe = _safe_encoder(cls)
+    if safe is not None:
+        return safe, None
     return _class_encoder(cls), class_key(cls)
 
 
-def _class_encoder(cls: type) -> _Encoder:
+def _class_encoder(cls: type) -> Encoder:
     """Classes whose name the reader checks against its allowlist."""
     if issubclass(cls, enum.Enum):
         return _single(cls, lambda o: o.value)
-    if _is_pydantic_v2(cls):
-        return _pydantic_v2(cls)
-    if _is_pydantic_v1(cls):
-        return _pydantic_v1(cls)
+    # pydantic's encoders and fast paths are their own module; imported here,
+    # once per class, because it builds on this one
+    from tether.serde import _pydantic
+
+    model = _pydantic.encoder(cls)
+    if model is not None:
+        return model
     if issubclass(cls, tuple):
         if hasattr(cls, "_fields") and hasattr(cls, "_asdict"):
             return _keywords(cls, lambda o: o._asdict())
@@ -630,27 +294,13 @@ def _class_encoder(cls: type) -> _Encoder:
     secret = getattr(cls, "get_secret_value", None)
     if callable(secret) and cls.__module__.startswith("pydantic"):
         return _single(cls, lambda o: o.get_secret_value())
-    send = _langgraph_send(cls)
-    if send is not None:
-        return send
-    if cls.__module__ == "langgraph.store.base" and cls.__name__ in ("Item", "SearchItem"):
-        # as LangGraph writes a store item: ext 4 (its dict() method), read by cls(**fields)
-        head = list(class_key(cls))
-
-        def item(obj: Any, dflt: _Default) -> ormsgpack.Ext:
-            payload = _packb([*head, obj.dict()], default=dflt, option=PACK_OPTS)
-            return _Ext(EXT_PYDANTIC_V1, payload)
-
-        return item
     raise Unsupported(cls, f"type {cls.__module__}.{cls.__qualname__} is not serializable")
 
 
-def _safe_encoder(cls: type) -> _Encoder | None:
+def _safe_encoder(cls: type) -> Encoder | None:
     """Types every reader rebuilds through a fixed function (``SAFE_BUILDERS``)."""
     if cls is tuple:
         return _single(cls, list)
-    if _is_delta_snapshot(cls):
-        return _delta_snapshot
     if cls is int:
         return _positional(cls, _big_int)
     if cls is datetime:
@@ -696,31 +346,6 @@ def _safe_encoder(cls: type) -> _Encoder | None:
     return None
 
 
-def _is_delta_snapshot(cls: type) -> bool:
-    # LangGraph's DeltaChannel snapshot, a NamedTuple of one field, found by name
-    # so that tether's core never imports langgraph
-    return cls.__module__ == "langgraph.checkpoint.serde.types" and cls.__qualname__ == (
-        "_DeltaSnapshot"
-    )
-
-
-def _delta_snapshot(obj: Any, dflt: _Default) -> ormsgpack.Ext:
-    # as LangGraph writes it: ext 7 around the packed value, no [module, name] envelope
-    return _Ext(EXT_DELTA_SNAPSHOT, _packb(obj[0], default=dflt, option=PACK_OPTS))
-
-
-def _langgraph_send(cls: type) -> _Encoder | None:
-    # Send is a plain class in langgraph.types; same shape as LangGraph writes
-    if cls.__module__ != "langgraph.types" or cls.__name__ != "Send":
-        return None
-
-    def args(o: Any) -> list[Any]:
-        timeout = getattr(o, "timeout", None)
-        return [o.node, o.arg] if timeout is None else [o.node, o.arg, timeout]
-
-    return _positional(cls, args)
-
-
 _IP_TYPES = frozenset(
     {
         ipaddress.IPv4Address,
@@ -734,7 +359,7 @@ _IP_TYPES = frozenset(
 
 # class -> (its encoder, the name a reader checks or None): the analysis behind
 # an encoder (a pydantic model's schema) is done once per process
-_ENCODERS: dict[type, tuple[_Encoder, ReadKey | None]] = {}
+_ENCODERS: dict[type, tuple[Encoder, ReadKey | None]] = {}
 
 # Types that :func:`pack` writes itself when they are the whole value (NumPy
 # arrays, to copy their buffer once); filled in when their encoder is made.
@@ -749,14 +374,14 @@ class Refused(Unsupported):
         self.key = key
 
 
-def _entry(cls: type) -> tuple[_Encoder, ReadKey | None]:
+def _entry(cls: type) -> tuple[Encoder, ReadKey | None]:
     found = _ENCODERS.get(cls)
     if found is None:
         found = _ENCODERS[cls] = _encoder_for(cls)
     return found
 
 
-def make_default(check: Check | None) -> _Default:
+def make_default(check: Check | None) -> Default:
     """An ormsgpack ``default`` hook that refuses what ``check`` says will not read back.
 
     ``check`` is asked once per class (the answer is kept in this hook's
@@ -764,7 +389,7 @@ def make_default(check: Check | None) -> _Default:
     without a check. The hook hands itself to every encoder, so values nested
     in a typed value's payload are checked too.
     """
-    table: dict[type, _Encoder] = {}
+    table: dict[type, Encoder] = {}
 
     def default(obj: Any) -> ormsgpack.Ext:
         cls = type(obj)
@@ -783,7 +408,7 @@ def make_default(check: Check | None) -> _Default:
     return default
 
 
-def _admit(table: dict[type, _Encoder], cls: type, obj: Any, check: Check | None) -> _Encoder:
+def _admit(table: dict[type, Encoder], cls: type, obj: Any, check: Check | None) -> Encoder:
     try:
         enc, key = _entry(cls)
     except Unsupported as exc:
@@ -802,7 +427,7 @@ def _admit(table: dict[type, _Encoder], cls: type, obj: Any, check: Check | None
 default = make_default(None)
 
 
-def pack(obj: Any, dflt: _Default = default) -> bytes:
+def pack(obj: Any, dflt: Default = default) -> bytes:
     """Encode ``obj``; raises :class:`Unsupported` naming the offending value."""
     whole = WHOLE.get(type(obj))
     if whole is not None:
@@ -860,41 +485,3 @@ def problems(obj: Any, check: Check | None) -> list[Unsupported]:
         if not found:
             found.append(Unsupported(obj, str(exc)))
     return found
-
-
-def locate(root: Any, target: Any) -> str:
-    """The msgspec-style path of ``target`` inside ``root`` (identity), or ``$``."""
-    seen: set[int] = set()
-
-    def walk(value: Any, path: str, depth: int) -> str | None:
-        if value is target:
-            return path
-        if depth > 200 or id(value) in seen:
-            return None
-        seen.add(id(value))
-        children: list[tuple[str, Any]] = []
-        if isinstance(value, dict):
-            children = [(_key_path(k), v) for k, v in value.items()]
-            children += [(f"[key {k!r}]", k) for k in value]
-        elif isinstance(value, list | tuple | set | frozenset | deque):
-            children = [(f"[{i}]", v) for i, v in enumerate(value)]
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            children = [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
-        elif hasattr(type(value), "model_fields"):
-            children = [(f".{n}", getattr(value, n, None)) for n in type(value).model_fields]
-        for suffix, child in children:
-            found = walk(child, path + suffix, depth + 1)
-            if found is not None:
-                return found
-        return None
-
-    try:
-        return walk(root, "$", 0) or "$"
-    except Exception:  # a container whose items cannot be read: the message still names it
-        return "$"
-
-
-def _key_path(key: Any) -> str:
-    if isinstance(key, str) and key.isidentifier():
-        return f".{key}"
-    return f"[{key!r}]"

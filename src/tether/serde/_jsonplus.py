@@ -23,7 +23,8 @@ from typing import Any
 
 from tether.errors import DecodeError
 from tether.serde import _allowlist, _depth
-from tether.serde._decode import Decoder, _show
+from tether.serde._decode import Decoder
+from tether.serde._paths import key_path, show
 
 # the one method the old format named that is not just the constructor
 _DATETIME_METHOD = ("datetime", "datetime", "fromisoformat")
@@ -69,7 +70,7 @@ def loads_json(decoder: Decoder, data: bytes) -> Any:
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid legacy json payload: {exc}") from exc
     except Exception as exc:  # a class's own code, whatever it raised (#18.10)
-        raise DecodeError(f"cannot read legacy json payload: {_show(exc)}") from exc
+        raise DecodeError(f"cannot read legacy json payload: {show(exc)}") from exc
     raise DecodeError(
         failed.reason, path=_nth_constructor_path(text, rebuilt), type_name=failed.type_name
     ) from (failed.__cause__ or failed)
@@ -106,7 +107,7 @@ def _nth_constructor_path(text: str, index: int) -> str:
             return None
         children: list[tuple[str, Any]] = []
         if isinstance(value, dict):
-            children = [(_key_path(k), v) for k, v in value.items()]
+            children = [(key_path(k), v) for k, v in value.items()]
         elif isinstance(value, list):
             children = [(f"[{i}]", v) for i, v in enumerate(value)]
         for suffix, child in children:
@@ -122,10 +123,6 @@ def _nth_constructor_path(text: str, index: int) -> str:
     return walk(tree, "$", 0) or "$"
 
 
-def _key_path(key: str) -> str:
-    return f".{key}" if key.isidentifier() else f"[{key!r}]"
-
-
 def _revive(decoder: Decoder, obj: dict[str, Any]) -> Any:
     try:
         return _rebuild(decoder, obj)
@@ -139,7 +136,7 @@ def _revive(decoder: Decoder, obj: dict[str, Any]) -> Any:
             else None
         )
         raise DecodeError(
-            f"cannot rebuild legacy json object {name or _show(ident)}: {_show(exc)}",
+            f"cannot rebuild legacy json object {name or show(ident)}: {show(exc)}",
             type_name=name,
         ) from exc
 
@@ -193,7 +190,7 @@ def _safe(build: Any, arg: Any, key: tuple[str, str]) -> Any:
         return build(arg)
     except Exception as exc:
         raise DecodeError(
-            f"malformed legacy json {key[0]}.{key[1]}: {_show(exc)}", type_name=".".join(key)
+            f"malformed legacy json {key[0]}.{key[1]}: {show(exc)}", type_name=".".join(key)
         ) from exc
 
 

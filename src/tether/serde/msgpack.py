@@ -219,11 +219,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether.errors import ConfigError, DecodeError, EncodeError
-from tether.serde import _allowlist, _ext
+from tether.serde import _allowlist, _ext, _framework_codecs, _paths
 from tether.serde._decode import Decoder, MismatchPolicy, SchemaMismatchWarning, Upgrade
 from tether.serde._jsonplus import loads_json
 
 __all__ = ["MsgpackSerializer", "SchemaMismatchWarning"]
+
+# LangGraph's and LangChain's classes are written and read through hooks
+# that module registers; core serde itself knows only the standard library
+_framework_codecs.register()
 
 _EMPTY = b""
 
@@ -430,7 +434,7 @@ def _encode_error(obj: Any, first: _ext.Unsupported, check: _ext.Check) -> Encod
         return EncodeError(
             f"cannot serialize {type(target).__module__}.{type(target).__qualname__}: "
             f"{bad.reason}; convert it to a supported type or enable pickle_fallback",
-            path=_ext.locate(obj, target),
+            path=_paths.locate(obj, target),
         )
     lines = [
         f"refusing to store a value holding {len(kinds)} type{'s' if len(kinds) > 1 else ''} "
@@ -438,13 +442,13 @@ def _encode_error(obj: Any, first: _ext.Unsupported, check: _ext.Check) -> Encod
     ]
     paths = []
     for (module, qualname), (reason, instance, count) in kinds.items():
-        path = _ext.locate(obj, instance)
+        path = _paths.locate(obj, instance)
         paths.append(path)
         more = f" and {count - 1} more place{'s' if count > 2 else ''}" if count > 1 else ""
         lines.append(f"- {module}:{qualname} at `{path}`{more}: {reason}")
     for bad in values:
         target = bad.obj
-        path = _ext.locate(obj, target)
+        path = _paths.locate(obj, target)
         paths.append(path)
         lines.append(
             f"- cannot serialize {type(target).__module__}.{type(target).__qualname__} at "
