@@ -73,7 +73,6 @@ _ENVELOPE_LEN = (
 # interpreter's recursion counter, which sys.setrecursionlimit raises and
 # which does not know a thread's stack size, so the nesting is counted
 # before decoding, across ext levels, against a fixed limit (_depth).
-_plain_unpack = msgspec.msgpack.Decoder().decode
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
