@@ -54,3 +54,57 @@ def test_close_while_in_use(pg_dsn: str, mode: str, source: str) -> None:
     assert counts.get("ok", 0) > 0, counts
     # every worker's call after close() returned, at least
     assert counts.get("closed", 0) >= WORKERS * ROUNDS, counts
+
+
+_CLOSE_IN_LOOP = """
+import asyncio, sys, uuid
+from tether import PostgresSaver, make_config
+from tether.checkpoint import empty_checkpoint
+from tether.ids import uuid6
+
+dsn, rounds = sys.argv[1], int(sys.argv[2])
+
+async def once():
+    schema = "cil_" + uuid.uuid4().hex[:12]
+    with PostgresSaver.from_conn_string(dsn, schema=schema) as saver:
+        saver.setup()
+        cp = empty_checkpoint()
+        cp["id"] = str(uuid6())
+        cp["channel_values"], cp["channel_versions"] = {"a": 1}, {"a": "1"}
+        saver.put(make_config("t"), cp, {}, {"a": "1"})
+        saver.get_tuple(make_config("t"))
+        await saver.aget_tuple(make_config("t"))  # this loop's pool, opening
+    # a sync close() inside the coroutine, which then returns at once
+
+for _ in range(rounds):
+    asyncio.run(once())
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_a_sync_close_inside_a_coroutine_never_hangs_asyncio_run(pg_dsn: str) -> None:
+    """asyncio.run hung at shutdown ~1 time in 50 under CPU load before the fix.
+
+    The coroutine's sync close() can only schedule the pool's close; asyncio.run
+    then cancels every task first, and psycopg_pool's worker, cancelled in the
+    middle of a connection attempt, caught it and waited on its queue forever.
+    Two CPU burners make that window likely; 200 rounds must finish.
+    """
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CLOSE_IN_LOOP, pg_dsn, "200"],
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("asyncio.run hung after a sync close() inside its coroutine")
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "done"

@@ -162,7 +162,9 @@ class LoopPools:
             self._closing.add(future)
             self._scheduled_on[future] = loop
             future.add_done_callback(self._closing.discard)
-            if not _runs_here(loop):
+            if _runs_here(loop):
+                _stop_workers_now(pool)
+            else:
                 _wait_or_drop(entry, future)
             return
         try:
@@ -173,6 +175,27 @@ class LoopPools:
                 loop.run_until_complete(pool.close(_CLOSE_TIMEOUT))
                 return
         entry.drop_sockets()
+
+
+def _stop_workers_now(pool: AsyncConnectionPool[Any]) -> None:
+    """Queue a stop for each of the pool's workers now, from sync code on its loop.
+
+    A sync ``close()`` inside a coroutine can only schedule ``pool.close()``;
+    when that coroutine then returns, ``asyncio.run`` cancels every task before
+    the close runs. psycopg_pool's workers catch ``CancelledError`` while they
+    run a task (a connection attempt: "error connecting in ...") and go back to
+    waiting on their queue, so ``asyncio.run`` waited for them forever
+    (reproduced: 1 in ~50 runs under CPU load). A stop already in the queue
+    ends such a worker instead. psycopg_pool 3.3's own ``close()`` queues the
+    same item; it is pinned, and this does nothing if its internals differ.
+    """
+    try:
+        from psycopg_pool.pool_async import StopWorker
+
+        for _ in getattr(pool, "_workers", ()):
+            pool.run_task(StopWorker(pool))
+    except Exception:  # noqa: S110 -- a best effort; close() still runs as scheduled
+        pass
 
 
 def _runs_here(loop: asyncio.AbstractEventLoop) -> bool:
