@@ -110,7 +110,34 @@ def default_serializer() -> SerializerProtocol:
     return serde
 
 
-class BaseCheckpointSaver(abc.ABC):
+class Closable:
+    """``close``/``aclose`` and the context-manager protocol that calls them.
+
+    Shared by tether's savers and by the LangGraph drop-ins (which subclass
+    LangGraph's base class, not this module's), so the protocol is written once.
+    """
+
+    def close(self) -> None:
+        """Release what the saver opened (connections, pools); nothing by default."""
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class BaseCheckpointSaver(Closable, abc.ABC):
     """Base class of every tether saver; see the module docstring for the contract.
 
     Args:
@@ -253,25 +280,6 @@ class BaseCheckpointSaver(abc.ABC):
         """Async :meth:`prune`."""
 
     # --- shared, concrete -----------------------------------------------------------
-
-    def close(self) -> None:  # noqa: B027 -- a saver with nothing to release keeps it
-        """Release what the saver opened (connections, pools); nothing by default."""
-
-    async def aclose(self) -> None:
-        """Async :meth:`close`."""
-        self.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def get(self, config: Config) -> Checkpoint | None:
         """Just the checkpoint of :meth:`get_tuple`."""

@@ -84,7 +84,7 @@ print("done")
 
 @pytest.mark.slow
 def test_a_sync_close_inside_a_coroutine_never_hangs_asyncio_run(pg_dsn: str) -> None:
-    """asyncio.run hung at shutdown ~1 time in 50 under CPU load before the fix.
+    """asyncio.run hung at shutdown within 60-300 runs under CPU load before the fix.
 
     The coroutine's sync close() can only schedule the pool's close; asyncio.run
     then cancels every task first, and psycopg_pool's worker, cancelled in the

@@ -63,6 +63,7 @@ from langgraph.types import Command, Interrupt, Send  # noqa: E402
 from tether.errors import DecodeError  # noqa: E402
 from tether.langgraph import LANGGRAPH_ALLOWLIST  # noqa: E402
 from tether.serde import MsgpackSerializer  # noqa: E402
+from tether.serde._paths import RawExt  # noqa: E402
 
 # names a mutation may put into an envelope: safe, allowlisted, refused,
 # denied, importable-but-not-imported, nonexistent, traversals
@@ -170,23 +171,7 @@ def _legacy_json() -> list[Any]:
     ]
 
 
-class _Raw:
-    """An ext value, kept as its code and payload while a tree is mutated."""
-
-    __slots__ = ("code", "data")
-
-    def __init__(self, code: int, data: bytes) -> None:
-        self.code = code
-        self.data = data
-
-    def __hash__(self) -> int:
-        return hash((self.code, self.data))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Raw) and (self.code, self.data) == (other.code, other.data)
-
-
-_tree_of = msgspec.msgpack.Decoder(ext_hook=lambda code, data: _Raw(code, bytes(data))).decode
+_tree_of = msgspec.msgpack.Decoder(ext_hook=lambda code, data: RawExt(code, bytes(data))).decode
 
 
 def _pack_tree(tree: Any) -> bytes:
@@ -229,7 +214,7 @@ def mutate_tree(data: bytes, rng: random.Random, depth: int = 0) -> bytes:
     parent, key = rng.choice(slots)
     target = parent[key]
     op = rng.randrange(6)
-    if isinstance(target, _Raw) and op < 3 and depth < 4:
+    if isinstance(target, RawExt) and op < 3 and depth < 4:
         # into the ext payload: an envelope name, the code, or deeper
         if op == 0:
             try:
@@ -238,16 +223,16 @@ def mutate_tree(data: bytes, rng: random.Random, depth: int = 0) -> bytes:
                 env = None
             if isinstance(env, list) and len(env) >= 2:
                 env[0], env[1] = rng.choice(NAME_DICTIONARY)
-                parent[key] = _Raw(target.code, _pack_tree(env))
+                parent[key] = RawExt(target.code, _pack_tree(env))
         elif op == 1:
-            parent[key] = _Raw(rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, -1, 127]), target.data)
+            parent[key] = RawExt(rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, -1, 127]), target.data)
         else:
             try:
-                parent[key] = _Raw(target.code, mutate_tree(target.data, rng, depth + 1))
+                parent[key] = RawExt(target.code, mutate_tree(target.data, rng, depth + 1))
             except Exception:
-                parent[key] = _Raw(target.code, mutate_bytes(target.data, rng))
+                parent[key] = RawExt(target.code, mutate_bytes(target.data, rng))
     elif op == 3:
-        parent[key] = _Raw(
+        parent[key] = RawExt(
             rng.choice([0, 2, 5]), _pack_tree([*rng.choice(NAME_DICTIONARY), target])
         )
     elif op == 4 and isinstance(target, list) and target:

@@ -42,7 +42,7 @@ from tether.langgraph._adapter_sync import _Adapter
 __all__ = ["TetherLangGraphSaver"]
 
 
-class TetherLangGraphSaver(_Adapter, _AsyncAdapter):
+class TetherLangGraphSaver(tether_base.Closable, _Adapter, _AsyncAdapter):
     """A tether saver seen through LangGraph's ``BaseCheckpointSaver`` interface.
 
     The public classes in :mod:`tether.langgraph` are subclasses with the
@@ -69,18 +69,6 @@ class TetherLangGraphSaver(_Adapter, _AsyncAdapter):
     async def aclose(self) -> None:
         """Async :meth:`close`."""
         await self.saver.aclose()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # --- LangGraph runtime hooks ------------------------------------------------------
 
