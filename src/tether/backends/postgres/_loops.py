@@ -186,8 +186,9 @@ def _stop_workers_now(pool: AsyncConnectionPool[Any]) -> None:
     run a task (a connection attempt: "error connecting in ...") and go back to
     waiting on their queue, so ``asyncio.run`` waited for them forever
     (reproduced: a hang within 60-300 runs under CPU load, in each of four
-    tries). A stop already in the queue ends such a worker instead. psycopg_pool 3.3's own ``close()`` queues the
-    same item; it is pinned, and this does nothing if its internals differ.
+    tries). A stop already in the queue ends such a worker instead.
+    psycopg_pool 3.3's own ``close()`` queues the same item; it is pinned, and
+    this does nothing if its internals differ.
     """
     try:
         from psycopg_pool.pool_async import StopWorker
