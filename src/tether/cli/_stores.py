@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.backends._inspect import HeadInfo, TableStats, ThreadInfo
+from tether.backends._inspect import HeadInfo, OrphanWrites, TableStats, ThreadInfo
 from tether.backends.sqlite import _inspect
 from tether.base import BaseCheckpointSaver
 from tether.errors import (
@@ -37,6 +37,7 @@ from tether.stores import StoreURL, parse_store_url
 
 __all__ = [
     "HeadInfo",
+    "OrphanWrites",
     "Store",
     "TableStats",
     "ThreadInfo",
@@ -86,6 +87,10 @@ class Store(abc.ABC):
             checkpoint_id: only this checkpoint.
             limit: at most this many.
         """
+
+    @abc.abstractmethod
+    def orphan_writes(self) -> list[OrphanWrites]:
+        """Pending writes stored for checkpoints the store does not hold."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -164,6 +169,9 @@ class _SqliteStore(Store):
 
     def stats(self) -> tuple[list[TableStats], int | None]:
         return _inspect.table_stats(self._conn, self.where)
+
+    def orphan_writes(self) -> list[OrphanWrites]:
+        return _inspect.orphan_writes(self._conn, self.where)
 
     def close(self) -> None:
         self._conn.close()
@@ -253,6 +261,11 @@ class _PostgresStore(Store):
 
         return table_stats(self._conn, self.schema, str(self.url))
 
+    def orphan_writes(self) -> list[OrphanWrites]:
+        from tether.backends.postgres._inspect import orphan_writes
+
+        return orphan_writes(self._conn, self.schema, str(self.url))
+
     def close(self) -> None:
         try:
             self._conn.close()
@@ -311,10 +324,10 @@ def _check_readable(conn: Any, url: StoreURL, schema: str) -> None:
     if found < SCHEMA_VERSION:
         raise SchemaVersionError(
             f"schema {schema!r} of {url} is at tether schema version {found} and this tether "
-            f"reads version {SCHEMA_VERSION}; threads, history, show and stats never migrate "
-            "a store. Migrate it once, by a command that writes to it (tether prune, delete "
-            "or copy) or with PostgresSaver.from_conn_string(url).setup(), then read it "
-            "(nothing was changed)",
+            f"reads version {SCHEMA_VERSION}; the reading commands (threads, history, show, "
+            "diff, stats, verify) never migrate a store. Migrate it once, by a command that "
+            "writes to it (tether prune, delete or copy) or with "
+            "PostgresSaver.from_conn_string(url).setup(), then read it (nothing was changed)",
             found=found,
             supported=SCHEMA_VERSION,
         )
