@@ -10,9 +10,10 @@ replaced (``chat_graphs.normalize``). Both backends give the same text.
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from chat_graphs import THREADS, normalize, run_chat
@@ -20,7 +21,9 @@ from cli_graphs import Order, as_url, order_graph
 from click.testing import CliRunner, Result
 
 import tether.langgraph as tlg
+from tether.backends.sqlite import SqliteSaver
 from tether.cli._app import cli
+from tether.graph import END, START, Send, StateGraph, interrupt
 
 WIDTH = "100"
 
@@ -593,3 +596,33 @@ def test_verify_on_postgres(postgres_store: str) -> None:
     assert report["ok"] is True
     assert report["checkpoints"] == 56
     assert report["findings"] == []
+
+
+class OwnState(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]
+    answer: str
+
+
+def test_a_store_of_tethers_own_runtime(tmp_path: Path) -> None:
+    """Graphs of tether.graph store its Send packets: read without --allow."""
+
+    def ask(state: OwnState) -> OwnState:
+        return {"answer": str(interrupt({"question": "go?"}))}
+
+    g = StateGraph(OwnState)
+    g.add_node("plan", lambda s: {})
+    g.add_node("item", lambda arg: {"items": [arg]})
+    g.add_node("ask", ask)
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("item", "a"), Send("item", "b")])
+    g.add_edge("item", "ask")
+    g.add_edge("ask", END)
+    path = str(tmp_path / "own.db")
+    with SqliteSaver(path) as saver:
+        g.compile(checkpointer=saver).invoke({"items": []}, {"configurable": {"thread_id": "t"}})
+    rows = ok_json("history", path, "t")
+    assert rows[0]["status"] == "interrupted"
+    assert rows[0]["interrupts"] == [{"question": "go?"}]
+    assert [r["next"] for r in rows] == [["ask"], ["item", "item"], ["plan"], ["__start__"]]
+    assert ok_json("threads", path)[0]["status"] == "interrupted"
+    assert ok_json("verify", path)["ok"] is True

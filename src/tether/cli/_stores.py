@@ -103,6 +103,15 @@ class Store(abc.ABC):
         self.close()
 
 
+#: tether's own runtime types a store it wrote holds (a compiled graph allows
+#: them on its saver): the CLI reads them like LangGraph's own.
+RUNTIME_TYPES: tuple[tuple[str, str], ...] = (("tether.graph._types", "Send"),)
+
+
+def _serializer(allowlist: Collection[tuple[str, ...]]) -> Any:
+    return source_serializer([*RUNTIME_TYPES, *allowlist])
+
+
 # --- SQLite ---------------------------------------------------------------------------
 
 
@@ -207,7 +216,7 @@ def _open_sqlite(
                 f"no tether store at {path}: the database has no tether tables (check the "
                 "path; `tether import` creates a store)"
             )
-    serde = source_serializer(allowlist)
+    serde = _serializer(allowlist)
     if create:
         # An import target: official tables in the same file are what is imported.
         saver = SqliteSaver(os.fspath(path), serde=serde, import_official=False)
@@ -395,7 +404,7 @@ def _open_postgres(
             url.location,
             schema=schema,
             pool_size=2,
-            serde=source_serializer(allowlist),
+            serde=_serializer(allowlist),
             import_official=False,
             connect_kwargs=extra,
         )
