@@ -152,9 +152,9 @@ _HEX = re.compile(r"\b[0-9a-f]{32}\b")
 def normalize(text: str, ids: list[str]) -> str:
     """``text`` with checkpoint ids as ``<#N>`` (N: the id's place in ``ids``, newest
     first, as ``tether history`` numbers rows), other UUIDs as ``<uuid>``, times as
-    ``<ts>``, channel versions as ``<v>``, interrupt ids as ``<hex>``, and every run
-    of spaces as one space (column widths follow the ids' lengths), trailing spaces
-    kept visible as ``␠``."""
+    ``<ts>``, channel versions as ``<v>``, interrupt ids as ``<hex>``, rules as
+    ``───``, and every run of spaces as one space (column widths follow the ids'
+    lengths), trailing spaces kept visible as ``␠``."""
     from tether.history import short_ids
 
     short = short_ids(ids)
@@ -166,6 +166,7 @@ def normalize(text: str, ids: list[str]) -> str:
     text = _TS.sub("<ts>", text)
     text = _VERSION.sub("<v>", text)
     text = _HEX.sub("<hex>", text)
+    text = re.sub("─{3,}", "───", text)
     lines = []
     for line in text.split("\n"):
         stripped = line.rstrip(" ")

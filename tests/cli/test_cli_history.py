@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import sqlite3
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -25,7 +26,10 @@ from tether.backends.sqlite import SqliteSaver
 from tether.cli._app import cli
 from tether.graph import END, START, Send, StateGraph, interrupt
 
-WIDTH = "100"
+# Wide enough that no cell is cut: how much of a cell fits depends on the
+# width of the id column, which varies from run to run (unique prefixes of
+# time-ordered ids); test_long_cells_are_cut_to_the_width checks the cut.
+WIDTH = "300"
 
 
 def invoke(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Result:
@@ -77,179 +81,31 @@ def postgres_store(pg_database: str) -> str:
 
 # --- golden texts ------------------------------------------------------------------------------
 
-THREADS_TEXT = """\
-5 thread(s) in STORE
-thread status next checkpoints ns step updated
-───────────────────────────────────────────────────────────────────────────────
-broken error reply 2 1 0 <ts>
-chat idle 38 4 10 <ts>
-done idle 3 1 1 <ts>
-paused pending reply 2 1 0 <ts>
-waiting interrupted review 11 2 7 <ts>
-"""
+GOLDEN = Path(__file__).parent / "golden"
 
-HISTORY_TEXT = """\
-thread 'chat': 38 checkpoint(s), newest first
-  # id ns step source next changes
- #1 <#1> 10 loop - parts ['part 0', 'part 1']
- #2 <#2> 9 loop part x2 approved 'no'
- #3 <#3> review 1 loop - approved 'no'
- #4 <#4> review 0 loop ask approved 'forked'; messages [human: question…
- #5 <#5> review -1 input __start__ input {messages: [human: question 1, ai: ans…
- #6 <#6> 8 loop review messages +1 ai: answer 5 to 'a question on t…
- #7 <#7> 7 loop reply messages +1 human: a question on the fork
- #8 <#8> 6 input __start__ input {messages: [human: a question on the f…
- #9 <#9> 5 update - approved 'forked'
-#10 <#10> 21 update review messages[1].content 'an edited answer'
-#11 <#11> 20 loop - parts +2 'part 1'
-#12 <#12> 19 loop part x2
-#13 <#13> review 1 loop -
-#14 <#14> review 0 loop ask approved 'yes'; messages [human: question 1,…
-#15 <#15> review -1 input __start__ input {messages: [human: question 1, ai: ans…
-#16 <#16> 18 loop review messages +1 ai: answer 11 to 'question 6': l…
-#17 <#17> 17 loop reply messages +1 human: question 6
-#18 <#18> 16 input __start__ input {messages: [human: question 6]}
-#19 <#19> 15 loop - messages +1 ai: answer 9 to 'question 5': lo…
-#20 <#20> 14 loop reply messages +1 human: question 5
-#21 <#21> 13 input __start__ input {messages: [human: question 5]}
-#22 <#22> 12 loop - messages +1 ai: answer 7 to 'question 4': lo…
-#23 <#23> 11 loop reply messages +1 human: question 4
-#24 <#24> 10 input __start__ input {messages: [human: question 4]}
-#25 <#25> 9 loop - parts ['part 0', 'part 1']
-#26 <#26> 8 loop part x2 approved 'yes'
-#27 <#27> review 1 loop - approved 'yes'
-#28 <#28> review 0 loop ask messages [human: question 1, ai: answer 1 to…
-#29 <#29> review -1 input __start__ input {messages: [human: question 1, ai: ans…
-#30 <#30> 7 loop review messages +1 ai: answer 5 to 'question 3': lo…
-#31 <#31> 6 loop reply messages +1 human: question 3
-#32 <#32> 5 input __start__ input {messages: [human: question 3]}
-#33 <#33> 4 loop - messages +1 ai: answer 3 to 'question 2': lo…
-#34 <#34> 3 loop reply messages +1 human: question 2
-#35 <#35> 2 input __start__ input {messages: [human: question 2]}
-#36 <#36> 1 loop - messages +1 ai: answer 1 to 'question 1': lo…
-#37 <#37> 0 loop reply messages [human: question 1]
-#38 <#38> -1 input __start__ input {messages: [human: question 1]}
-"""
-
-TREE_TEXT = """\
-thread 'chat': 29 checkpoint(s), as a tree, oldest first, #N over all 38 of the thread
-  # id step source next changes
-#38 <#38> -1 input __start__ input {messages: [human: question 1]}
-#37 <#37> 0 loop reply messages [human: question 1]
-#36 <#36> 1 loop - messages +1 ai: answer 1 to 'question 1': lorem i…
-#35 <#35> 2 input __start__ input {messages: [human: question 2]}
-#34 <#34> 3 loop reply messages +1 human: question 2
-#33 <#33> 4 loop - messages +1 ai: answer 3 to 'question 2': lorem i…
-#32 ├─ <#32> 5 input __start__ input {messages: [human: question 3]}
-#31 │ <#31> 6 loop reply messages +1 human: question 3
-#30 │ <#30> 7 loop review messages +1 ai: answer 5 to 'question 3': lorem i…
-#26 │ <#26> 8 loop part x2 approved 'yes'
-#25 │ <#25> 9 loop - parts ['part 0', 'part 1']
-#24 │ <#24> 10 input __start__ input {messages: [human: question 4]}
-#23 │ <#23> 11 loop reply messages +1 human: question 4
-#22 │ <#22> 12 loop - messages +1 ai: answer 7 to 'question 4': lorem i…
-#21 │ <#21> 13 input __start__ input {messages: [human: question 5]}
-#20 │ <#20> 14 loop reply messages +1 human: question 5
-#19 │ <#19> 15 loop - messages +1 ai: answer 9 to 'question 5': lorem i…
-#18 │ <#18> 16 input __start__ input {messages: [human: question 6]}
-#17 │ <#17> 17 loop reply messages +1 human: question 6
-#16 │ <#16> 18 loop review messages +1 ai: answer 11 to 'question 6': lorem …
-#12 │ <#12> 19 loop part x2
-#11 │ <#11> 20 loop - parts +2 'part 1'
-#10 │ <#10> 21 update review messages[1].content 'an edited answer'
- #9 └─ <#9> 5 update - approved 'forked'
- #8 <#8> 6 input __start__ input {messages: [human: a question on the fork]}
- #7 <#7> 7 loop reply messages +1 human: a question on the fork
- #6 <#6> 8 loop review messages +1 ai: answer 5 to 'a question on the fo…
- #2 <#2> 9 loop part x2 approved 'no'
- #1 <#1> 10 loop - parts ['part 0', 'part 1']
-"""
-
-WAITING_TEXT = """\
-thread 'waiting': 11 checkpoint(s), newest first
-  # id ns step source next changes
- #1 <#1> review 0 loop ask interrupt messages [human: <script>alert(1)</…
- #2 <#2> review -1 input __start__ input {messages: [human: <script>al…
- #3 <#3> 7 loop review interrupt messages +1 ai: answer 5 to 'w2': l…
- #4 <#4> 6 loop reply messages +1 human: w2
- #5 <#5> 5 input __start__ input {messages: [human: w2]}
- #6 <#6> 4 loop - messages +1 ai: answer 3 to 'w1': l…
- #7 <#7> 3 loop reply messages +1 human: w1
- #8 <#8> 2 input __start__ input {messages: [human: w1]}
- #9 <#9> 1 loop - messages +1 ai: answer 1 to '<scrip…
-#10 <#10> 0 loop reply messages [human: <script>alert(1)</…
-#11 <#11> -1 input __start__ input {messages: [human: <script>al…
-"""
-
-PAGE_TEXT = """\
-thread 'chat': 38 checkpoint(s), rows 5-8, newest first
- # id ns step source next changes
-#5 <#5> review -1 input __start__ input {messages: [human: question 1, ai: answ…
-#6 <#6> 8 loop review messages +1 ai: answer 5 to 'a question on th…
-#7 <#7> 7 loop reply messages +1 human: a question on the fork
-#8 <#8> 6 input __start__ input {messages: [human: a question on the fo…
-"""
-
-SHOW_TEXT = """\
-thread waiting
-checkpoint <#3> (#3)
-parent <#4> (#4)
-step 7 (loop)
-time <ts>
-status interrupted, next: review
-interrupt {'question': 'send this answer?', 'messages': 6}
-metadata {'parents': {}}
-channel values ─────────────────────────────────────────────────────────────────────────────────────
-messages version <v>
-    6 messages
-    [0] human: <script>alert(1)</script>
-    [1] ai: answer 1 to '<script>alert(1)</script>': lorem ipsum lorem ipsum lorem ipsum lorem ipsu…
-    [2] human: w1
-    [3] ai: answer 3 to 'w1': lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ips…
-    [4] human: w2
-    [5] ai: answer 5 to 'w2': lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ipsum lorem ips…
-profile version <v>
-    {'name': 'Ada', 'prefs': {'tone': 'dry', 'turns': 5}}
-hidden: __start__, branch:to:reply, branch:to:review (--internal shows them)
-pending writes (1) ─────────────────────────────────────────────────────────────────────────────────
-__interrupt__ task <uuid>
-    (
-        Interrupt(
-            value={'question': 'send this answer?', 'messages': 6},
-            id='<hex>',
-            response_schema=None
-        ),
-    )
-"""
-
-DIFF_TEXT = """\
-thread 'chat': #11 <#11> (step 20) -> #10 <#10> (step 21)
-~ messages[1].content: "answer 1 to 'question 1… -> 'an edited answer'
-"""
-
-DIFF_TWO_TEXT = """\
-thread 'chat': #33 <#33> (step 4) -> #1 <#1> (step 10)
-+ approved: added 'no'
-+ messages: appended 2 items, last ai: answer 5 to 'a question on the fork': lorem ipsum lorem ipsu…
-+ parts: added ['part 0', 'part 1']
-~ profile.prefs.turns: 1 -> 5
-"""
-
-VERIFY_TEXT = """\
-STORE: 5 thread(s), 56 checkpoint(s) read, 97 pending write(s); no damage found
-"""
+#: (file in tests/cli/golden, command and arguments after STORE)
+GOLDENS = [
+    ("threads.txt", ("threads",)),
+    ("history.txt", ("history", "chat")),
+    ("history-tree.txt", ("history", "chat", "--tree", "--ns", "")),
+    ("history-interrupted.txt", ("history", "waiting")),
+    ("history-page.txt", ("history", "chat", "-n", "4", "-p", "2")),
+    ("show.txt", ("show", "waiting", "#3")),
+    ("diff-parent.txt", ("diff", "chat", "#10")),
+    ("diff-two.txt", ("diff", "chat", "#33", "#1")),
+    ("verify.txt", ("verify",)),
+]
 
 
 def _goldens(store: str) -> None:
-    assert golden(store, "threads") == THREADS_TEXT
-    assert golden(store, "history", "chat") == HISTORY_TEXT
-    assert golden(store, "history", "chat", "--tree", "--ns", "") == TREE_TEXT
-    assert golden(store, "history", "waiting") == WAITING_TEXT
-    assert golden(store, "history", "chat", "-n", "4", "-p", "2") == PAGE_TEXT
-    assert golden(store, "show", "waiting", "#3") == SHOW_TEXT
-    assert golden(store, "diff", "chat", "#10") == DIFF_TEXT
-    assert golden(store, "diff", "chat", "#33", "#1") == DIFF_TWO_TEXT
-    assert golden(store, "verify") == VERIFY_TEXT
+    """Each command's text equals its golden file; TETHER_UPDATE_GOLDEN=1 rewrites
+    the files instead (review the diff before committing it)."""
+    update = os.environ.get("TETHER_UPDATE_GOLDEN") == "1"
+    for name, args in GOLDENS:
+        text = golden(store, *args)
+        if update:
+            (GOLDEN / name).write_text(text, encoding="utf-8")
+        assert text == (GOLDEN / name).read_text(encoding="utf-8"), name
 
 
 def test_golden_texts_on_sqlite(sqlite_store: str) -> None:
@@ -626,3 +482,17 @@ def test_a_store_of_tethers_own_runtime(tmp_path: Path) -> None:
     assert [r["next"] for r in rows] == [["ask"], ["item", "item"], ["plan"], ["__start__"]]
     assert ok_json("threads", path)[0]["status"] == "interrupted"
     assert ok_json("verify", path)["ok"] is True
+
+
+def test_long_cells_are_cut_to_the_width(sqlite_store: str) -> None:
+    for width in (80, 120, 160):
+        text = invoke("history", sqlite_store, "chat", env={"COLUMNS": str(width)}).stdout
+        lines = text.splitlines()[1:]
+        assert max(len(line) for line in lines) == width
+        assert all(len(line) <= width for line in lines)
+        cut = [line for line in lines if len(line) == width]
+        assert cut
+        assert all(line.endswith("…") for line in cut)
+    narrow = invoke("history", sqlite_store, "chat", env={"COLUMNS": "20"}).stdout
+    # the columns before "changes" are never cut; changes keep 20 characters
+    assert "#38" in narrow

@@ -35,6 +35,10 @@ from tether.history import TreeRow, tree
 
 __all__ = ["history"]
 
+#: The longest "changes" cell, however wide the terminal: a row stays a line
+#: one reads at a glance (``diff`` and ``show`` print whole values).
+SUMMARY_WIDTH = 160
+
 
 def next_text(nodes: tuple[str, ...] | list[str]) -> str:
     """``review``, ``part x3, reply``: each node once, with how many times it runs."""
@@ -170,7 +174,8 @@ def _table(
             marker = "interrupt"
         elif st is not None and st.state == "error":
             marker = "error"
-        summary = "?" if st is None else row_summary(row_changes(r, internal=internal), 1000)
+        changes = None if st is None else row_changes(r, internal=internal)
+        summary = "?" if st is None else row_summary(changes, SUMMARY_WIDTH)
         cells += [
             "" if r.step is None else str(r.step),
             str(r.source or ""),
