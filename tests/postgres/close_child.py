@@ -25,13 +25,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tests"))
+# Run as a script: the repository root, so that the tests package is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from postgres.conftest import PlainSerializer
-from postgres.helpers import checkpoint
+from tests.postgres.conftest import PlainSerializer
+from tests.postgres.helpers import checkpoint
 from tether import PostgresSaver, StorageError, make_config
 
 WORKERS = 8
