@@ -1,10 +1,10 @@
 """``history``, ``show``, ``diff``, ``threads`` and ``verify`` as a person reads them (#16).
 
 Golden texts: the commands run on a store a real LangGraph graph left behind
-(``chat_graphs.run_chat``: a long chat with a fork, interrupts in a subgraph,
+(``chat.run_chat``: a long chat with a fork, interrupts in a subgraph,
 a Send fan-out, a failed node), on SQLite and on Postgres, and their output
 must equal the texts below once checkpoint ids, times and versions are
-replaced (``chat_graphs.normalize``). Both backends give the same text.
+replaced (``chat.normalize``). Both backends give the same text.
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from chat_graphs import THREADS, normalize, run_chat
-from cli_graphs import Order, as_url, order_graph
 from click.testing import CliRunner, Result
 
 import tether.langgraph as tlg
 from tether.backends.sqlite import SqliteSaver
 from tether.cli._app import cli
 from tether.graph import END, START, Send, StateGraph, interrupt
+
+from .chat import THREADS, normalize, run_chat
+from .graphs import Order, as_url, order_graph
 
 # Wide enough that no cell is cut: how much of a cell fits depends on the
 # width of the id column, which varies from run to run (unique prefixes of
