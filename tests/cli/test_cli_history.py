@@ -175,6 +175,8 @@ def test_history_json(sqlite_store: str) -> None:
     # paging
     page = ok_json("history", sqlite_store, "chat", "--limit", "3", "--page", "2")
     assert [r["n"] for r in page] == [4, 5, 6]
+    assert invoke("history", sqlite_store, "chat", "--page", "2").exit_code == 2
+    assert ok_json("history", sqlite_store, "chat", "--limit", "3", "--page", "99") == []
 
 
 def test_show_and_diff_json(sqlite_store: str) -> None:

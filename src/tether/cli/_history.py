@@ -92,6 +92,8 @@ def history(
     marker when a task waits on an interrupt or failed, and what the
     checkpoint changed in the state. --tree draws forks.
     """
+    if page is not None and limit is None:
+        raise click.UsageError("--page P needs --limit N (the page size)")
     offset, size = check_limits(limit, page)
     refused: DecodeError | None = None
     with opened(store, allowlist=allow, read_only=True) as st:
