@@ -27,3 +27,4 @@ _.itersize  # unused attribute (src/tether/importer.py:440)
 __getattr__  # unused function (src/tether/langgraph/__init__.py:70)
 when  # unused variable (src/tether/testing/_driver.py:46)
 tags  # unused variable (src/tether/testing/_driver.py:47)
+_.to_json  # public API of tether.history (Status, Change): --json and tether ui
