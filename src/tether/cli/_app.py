@@ -764,3 +764,8 @@ def export(
     if summary.overwritten:
         out.print(f"replaced {len(summary.overwritten)} thread(s) the target held")
     out.print(_export_table(summary))
+
+
+from tether.cli._ui import ui  # noqa: E402 -- it uses the helpers above
+
+cli.add_command(ui)
