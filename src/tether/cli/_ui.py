@@ -82,6 +82,8 @@ def ui(
 
         try:
             serve(app, host, port, on_ready=ready)
+        except KeyboardInterrupt:  # Ctrl+C: uvicorn shut down and passes the signal on
+            click.echo("tether ui: stopped", err=True)
         except OSError as exc:
             raise ConfigError(
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}; pass another "

@@ -217,11 +217,16 @@ def to_node(value: Any, depth: int = 0) -> Node:
 
 
 def _conversation(seq: list[Any], depth: int) -> Node | None:
-    """A ``messages`` node when every element of a non-empty list is a chat message."""
-    if not seq or not all(is_message(v) for v in seq[:MAX_ITEMS]):
+    """A ``messages`` node when every element of a non-empty list is a chat message.
+
+    A long conversation shows its last :data:`MAX_ITEMS` messages (``more``
+    counts the earlier ones): the end is where a thread stands.
+    """
+    shown = seq[-MAX_ITEMS:]
+    if not seq or not all(is_message(v) for v in shown):
         return None
     messages = []
-    for value in seq[:MAX_ITEMS]:
+    for value in shown:
         fields = dict(value) if isinstance(value, Mapping) else (fields_of(value) or {})
         kind = str(fields.get("role") or fields.get("type") or "message")
         name = fields.get("name")
