@@ -167,8 +167,7 @@ class Viewer:
         rows = []
         for lay in layout:
             tup = by_id[lay.checkpoint_id]
-            parent_values = self._parent_values(tup, by_id)
-            changes = history.diff(parent_values, _values(tup))
+            before, after = _changed_values(self._parent(tup, by_id), tup)
             rows.append(
                 Row(
                     number[lay.checkpoint_id],
@@ -176,15 +175,17 @@ class Viewer:
                     tup,
                     shorts[lay.checkpoint_id],
                     history.status(tup),
-                    history.summarize(changes, 100),
+                    history.summarize(history.diff(before, after), 100),
                 )
             )
         return rows, older
 
-    def _parent_values(self, tup: CheckpointTuple, known: Mapping[str, CheckpointTuple]) -> Any:
+    def _parent(
+        self, tup: CheckpointTuple, known: Mapping[str, CheckpointTuple]
+    ) -> CheckpointTuple | None:
         parent = _parent_id(tup)
         if parent is None:
-            return {}
+            return None
         found = known.get(parent)
         if found is None:  # the oldest of a page: its parent is on the next one
             conf = tup.config["configurable"]
@@ -192,7 +193,7 @@ class Viewer:
                 found = self._reader.get_tuple(
                     make_config(conf["thread_id"], conf.get("checkpoint_ns", ""), parent)
                 )
-        return _values(found) if found is not None else {}
+        return found
 
     # --- one checkpoint -----------------------------------------------------------------
 
@@ -329,6 +330,27 @@ def _exists(target: str, count: int) -> ConfigError:
 def _parent_id(tup: CheckpointTuple) -> str | None:
     parent = tup.parent_config
     return str(parent["configurable"]["checkpoint_id"]) if parent else None
+
+
+def _changed_values(
+    parent: CheckpointTuple | None, tup: CheckpointTuple
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The values of ``parent`` and ``tup`` in the channels whose versions differ.
+
+    A channel at the same version holds the same value, so leaving it out
+    changes no diff and spares comparing it (a long unchanged document).
+    """
+    old = _values(parent) if parent is not None else {}
+    new = _values(tup)
+    if parent is None:
+        return old, new
+    was = parent.checkpoint.get("channel_versions") or {}
+    now = tup.checkpoint.get("channel_versions") or {}
+    same = {ch for ch, v in now.items() if ch in was and was[ch] == v}
+    return (
+        {k: v for k, v in old.items() if k not in same},
+        {k: v for k, v in new.items() if k not in same},
+    )
 
 
 def _values(tup: CheckpointTuple) -> dict[str, Any]:
