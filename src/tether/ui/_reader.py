@@ -167,7 +167,7 @@ class Viewer:
         rows = []
         for lay in layout:
             tup = by_id[lay.checkpoint_id]
-            before, after = _changed_values(self._parent(tup, by_id), tup)
+            was, now = _changed_values(self._parent(tup, by_id), tup)
             rows.append(
                 Row(
                     number[lay.checkpoint_id],
@@ -175,7 +175,7 @@ class Viewer:
                     tup,
                     shorts[lay.checkpoint_id],
                     history.status(tup),
-                    history.summarize(history.diff(before, after), 100),
+                    history.summarize(history.diff(was, now), 100),
                 )
             )
         return rows, older
