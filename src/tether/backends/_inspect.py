@@ -2,9 +2,9 @@
 
 Each backend answers these questions over its own tables
 (``sqlite/_inspect.py``, ``postgres/_inspect.py``): which threads exist, the
-checkpoints of a thread without their values, rows and bytes per table. The
-CLI (``tether threads``, ``history``, ``stats``) only asks; it never names a
-table.
+checkpoints of a thread without their values, rows and bytes per table,
+pending writes whose checkpoint is gone. The CLI (``tether threads``,
+``history``, ``stats``, ``verify``) only asks; it never names a table.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HeadInfo", "TableStats", "ThreadInfo"]
+__all__ = ["HeadInfo", "OrphanWrites", "TableStats", "ThreadInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,20 @@ class HeadInfo:
     @property
     def checkpoint_id(self) -> str:
         return str(self.checkpoint["id"])
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanWrites:
+    """Pending writes stored for a checkpoint the store does not hold (``tether verify``).
+
+    Every saver deletes a checkpoint's writes with it, so these are left by
+    rows deleted outside tether (or lost): damage.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    writes: int
 
 
 @dataclass(frozen=True, slots=True)

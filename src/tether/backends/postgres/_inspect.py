@@ -11,13 +11,13 @@ from typing import Any
 
 import psycopg
 
-from tether.backends._inspect import HeadInfo, TableStats, ThreadInfo
+from tether.backends._inspect import HeadInfo, OrphanWrites, TableStats, ThreadInfo
 from tether.backends._sqlbase import check_write_count
 from tether.backends.postgres._errors import translate
 from tether.checkpoint import Address
 from tether.errors import shown
 
-__all__ = ["TABLES", "heads", "table_stats", "threads"]
+__all__ = ["TABLES", "heads", "orphan_writes", "table_stats", "threads"]
 
 # tether's tables in a Postgres schema (LangGraph's official ones may sit beside them).
 TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_write_counts")
@@ -94,6 +94,27 @@ def heads(
         check_write_count(Address(tid, row_ns, cid), recorded, int(writes), where)
         out.append(HeadInfo(str(tid), str(row_ns), dict(head), dict(meta), parent, int(writes)))
     return out
+
+
+# Pending writes whose checkpoint row is gone, grouped by the checkpoint they name.
+_ORPHAN_WRITES = """
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, count(*)
+FROM {s}.tether_writes w
+WHERE NOT EXISTS (
+    SELECT 1 FROM {s}.tether_checkpoints c WHERE c.thread_id = w.thread_id
+    AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
+)
+GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id
+ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id
+"""
+
+
+def orphan_writes(conn: Any, schema: str, where: str) -> list[OrphanWrites]:
+    """Pending writes stored for checkpoints the schema does not hold (see OrphanWrites)."""
+    rows = _rows(
+        conn, where, "looking for writes without a checkpoint", _ORPHAN_WRITES.format(s=schema)
+    )
+    return [OrphanWrites(str(t), str(ns), str(cid), int(n)) for t, ns, cid, n in rows]
 
 
 def table_stats(conn: Any, schema: str, where: str) -> tuple[list[TableStats], int | None]:

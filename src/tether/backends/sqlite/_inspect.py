@@ -12,7 +12,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
-from tether.backends._inspect import HeadInfo, TableStats, ThreadInfo
+from tether.backends._inspect import HeadInfo, OrphanWrites, TableStats, ThreadInfo
 from tether.backends._records import decode_head
 from tether.backends._sqlbase import metadata_from_json, versions_from_json
 from tether.backends.sqlite._conn import translate_errors
@@ -21,7 +21,7 @@ from tether.checkpoint import Address
 from tether.errors import DecodeError, TetherError
 from tether.serde.base import SerializerProtocol
 
-__all__ = ["TABLES", "heads", "table_stats", "threads"]
+__all__ = ["TABLES", "heads", "orphan_writes", "table_stats", "threads"]
 
 #: tether's tables in a SQLite file (LangGraph's official ones may sit beside them).
 TABLES = ("tether_checkpoints", "tether_blobs", "tether_writes")
@@ -121,6 +121,26 @@ def heads(
             )
         )
     return out
+
+
+# Pending writes whose checkpoint row is gone, grouped by the checkpoint they name.
+_ORPHAN_WRITES = """
+SELECT w.thread_id, w.checkpoint_ns, w.checkpoint_id, count(*)
+FROM tether_writes AS w
+WHERE NOT EXISTS (
+    SELECT 1 FROM tether_checkpoints AS c WHERE c.thread_id = w.thread_id
+    AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id
+)
+GROUP BY w.thread_id, w.checkpoint_ns, w.checkpoint_id
+ORDER BY w.thread_id, w.checkpoint_ns, w.checkpoint_id
+"""
+
+
+def orphan_writes(conn: sqlite3.Connection, where: str) -> list[OrphanWrites]:
+    """Pending writes stored for checkpoints the file does not hold (see OrphanWrites)."""
+    with translate_errors(where):
+        rows = conn.execute(_ORPHAN_WRITES).fetchall()
+    return [OrphanWrites(str(t), str(ns), str(cid), int(n)) for t, ns, cid, n in rows]
 
 
 def table_stats(conn: sqlite3.Connection, where: str) -> tuple[list[TableStats], int | None]:
