@@ -389,6 +389,27 @@ def test_a_postgres_store(pg_store: str, serve: Serve, page: Watched) -> None:
     expect(page.page.locator(".channel[data-channel='messages'] .msg").first).to_be_visible()
 
 
+@pytest.mark.postgres
+def test_fork_on_a_postgres_store(pg_store: str, serve: Serve, page: Watched) -> None:
+    url = serve(pg_store, allow_edit=True)
+    page.page.goto(f"{url}/thread?t=chat-2")
+    page.page.locator("tr.node a.cp-link").last.click()
+    base = page.page.locator("h1 code").inner_text()
+    page.page.click("a.fork-button")
+    page.page.locator("textarea[name='v:parts']").fill('["edited"]')
+    page.page.click("button:text('Review the fork')")
+    page.page.click("button.confirm")
+    expect(page.page.locator("a.parent-link")).to_have_text(base)
+    new_id = page.page.locator("h1 code").inner_text()
+    with tlg.PostgresSaver.from_conn_string(pg_store) as saver:
+        tup = saver.get_tuple({"configurable": {"thread_id": "chat-2", "checkpoint_id": new_id}})
+    assert tup is not None
+    assert tup.metadata["source"] == "fork"
+    assert tup.checkpoint["channel_values"]["parts"] == ["edited"]
+    assert tup.parent_config is not None
+    assert tup.parent_config["configurable"]["checkpoint_id"] == base
+
+
 # --- a long thread -------------------------------------------------------------------------
 
 

@@ -295,3 +295,55 @@ def test_a_missing_store_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("Error: no tether store at ")
     assert "Traceback" not in done.stderr
+
+
+def test_only_the_served_address_is_answered(tmp_path: Path) -> None:
+    """A page of another site that rebinds its name to 127.0.0.1 gets a 400, not the store."""
+    from starlette.testclient import TestClient
+
+    from tether.backends.sqlite import SqliteSaver
+    from tether.cli._stores import opened
+    from tether.ui import Viewer, create_app
+
+    path = tmp_path / "one.db"
+    SqliteSaver(str(path)).close()
+    with opened(str(path), read_only=True) as st:
+        app = create_app(Viewer(st, allow_edit=False))
+        for host in ("127.0.0.1", "localhost", "[::1]"):
+            with TestClient(app, base_url=f"http://{host}:8700") as client:
+                answer = client.get("/")
+                assert answer.status_code == 200, host
+                assert answer.headers["x-frame-options"] == "DENY"
+        with TestClient(app, base_url="http://attacker.example:8700") as client:
+            assert client.get("/").status_code == 400
+
+
+def test_a_fork_keeps_a_value_the_viewer_cannot_read(tmp_path: Path) -> None:
+    """Only the edited channels are written: a refused class elsewhere in the state is
+    carried over by its version, never read or rewritten."""
+    from tether.backends.sqlite import SqliteSaver
+    from tether.checkpoint import empty_checkpoint, make_config
+    from tether.cli._stores import opened
+    from tether.ui import Viewer
+
+    path = tmp_path / "mixed.db"
+    allowed = MsgpackSerializer(allowlist=[(Secret.__module__, "Secret")])
+    with SqliteSaver(str(path), serde=allowed) as saver:
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"secret": Secret(7), "note": "a"}
+        cp["channel_versions"] = {"secret": saver.get_next_version(None), "note": "1"}
+        versions = dict(cp["channel_versions"])
+        base = saver.put(make_config("t"), cp, {"source": "loop", "step": 3}, versions)
+    base_id = base["configurable"]["checkpoint_id"]
+    with opened(str(path)) as st:
+        viewer = Viewer(st, allow_edit=True)
+        point = viewer.point("t", "", base_id)
+        assert isinstance(point.tup.checkpoint["channel_values"]["secret"], Undecodable)
+        assert viewer.editable(point) == {"note": "a"}
+        new_id = viewer.fork("t", base_id, {"note": '"b"'})
+    with SqliteSaver(str(path), serde=allowed) as saver:
+        fork = saver.get_tuple(make_config("t", "", new_id))
+    assert fork is not None
+    assert fork.checkpoint["channel_values"] == {"secret": Secret(7), "note": "b"}
+    assert fork.checkpoint["channel_versions"]["secret"] == versions["secret"]
+    assert fork.metadata == {"source": "fork", "step": 4, "parents": {}}

@@ -48,7 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tether import history
 from tether.cli._app import _ns_label as ns_label
 from tether.cli._app import _when as when
-from tether.errors import CheckpointNotFound, ConfigError, TetherError, describe
+from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError, describe
 from tether.ui._csrf import CsrfSigner
 from tether.ui._reader import Viewer
 from tether.ui._values import as_plain_json, to_node
@@ -322,7 +322,9 @@ def create_app(
 
     async def on_tether_error(request: Request, exc: Exception) -> Response:
         status = 404 if isinstance(exc, CheckpointNotFound) else 400
-        if not isinstance(exc, ConfigError):
+        if isinstance(exc, DecodeError):
+            status = 422  # a value this viewer may not build: its message says how to allow it
+        elif not isinstance(exc, ConfigError):
             status = 503  # the store failed (unreachable, damaged): not the request
         return error_page(request, status, describe(exc))
 

@@ -268,13 +268,15 @@ class Viewer:
         }
 
     def fork(self, thread_id: str, checkpoint_id: str, given: Mapping[str, str]) -> str:
-        """Fork ``checkpoint_id`` (root namespace) with the JSON texts ``given``; the new id."""
+        """Fork ``checkpoint_id`` (root namespace) with the JSON texts ``given``; the new id.
+
+        The parent is read leniently: only its versions and the edited
+        channels' new values are written, never a value read (a placeholder
+        included), so a state holding a class the allowlist refuses can be
+        forked in its other channels.
+        """
         self._edit_allowed()
-        # Read with the store's own serializer: a fork never stores a placeholder.
-        with self._lock:
-            parent = self.store.saver.get_tuple(make_config(thread_id, "", checkpoint_id))
-        if parent is None:
-            raise CheckpointNotFound(f"checkpoint {checkpoint_id} of {shown(thread_id)} not found")
+        parent = self._get(thread_id, "", checkpoint_id)
         point = Point(parent, history.status(parent), _parent_id(parent), [])
         edits = _edit.parse_edits(given, self.editable(point))
         with self._lock:
