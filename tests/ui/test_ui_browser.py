@@ -347,6 +347,15 @@ def test_csrf_a_post_without_a_valid_token_is_refused(
     assert response.status == 200
     assert "Delete the thread?" in response.text()
     assert _tuples(store, "chat-2", None)
+    # The confirmation's token is spent by the change: sent again, it is refused.
+    token = re.search(r'name="csrf" value="([^"]+)"', response.text())
+    assert token is not None
+    confirm = {"t": "chat-2", "csrf": token[1], "confirm": "yes"}
+    assert post(f"{url}/delete", form=confirm).status == 200  # redirected to the threads
+    assert _tuples(store, "chat-2", None) == []
+    again = post(f"{url}/delete", form=confirm)
+    assert again.status == 403
+    assert "already used" in again.text()
 
 
 def test_read_only_viewer_has_no_edit_controls_or_routes(

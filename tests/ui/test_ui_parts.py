@@ -56,6 +56,16 @@ def test_a_token_is_valid_for_its_form_only_and_expires() -> None:
     assert not signer.check("/fork", token)
 
 
+def test_a_spent_token_is_refused() -> None:
+    signer = CsrfSigner()
+    token, other = signer.token("/delete"), signer.token("/delete")
+    assert signer.check("/delete", token)  # asking to confirm does not spend it
+    assert signer.check("/delete", token, once=True)
+    assert not signer.check("/delete", token)
+    assert not signer.check("/delete", token, once=True)
+    assert signer.check("/delete", other, once=True)
+
+
 def test_each_signer_has_its_own_secret() -> None:
     assert not CsrfSigner().check("/copy", CsrfSigner().token("/copy"))
 

@@ -238,9 +238,11 @@ def create_app(
 
     async def checked(request: Request) -> dict[str, str]:
         fields = await _form(request)
-        if not signer.check(request.url.path, fields.get("csrf")):
+        spend = fields.get("confirm") == "yes"
+        if not signer.check(request.url.path, fields.get("csrf"), once=spend):
             raise HTTPException(
-                403, "the form's CSRF token is missing, wrong or expired: reload the page"
+                403,
+                "the form's CSRF token is missing, wrong, expired or already used: reload the page",
             )
         return fields
 

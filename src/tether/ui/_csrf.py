@@ -8,7 +8,9 @@ path, the issue time and the nonce. A page of another site cannot read a
 token (the same-origin policy, and the trusted-hosts check against DNS
 rebinding), so it cannot forge a POST; a token of one form is refused by
 another (a fork's cannot delete a thread); a token expires after
-:data:`MAX_AGE` seconds and with the process.
+:data:`MAX_AGE` seconds and with the process. A token that confirms a change
+is spent by it (``once=True``): sending the same confirmation twice (a
+double click, the browser's back button) changes the store once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from collections.abc import Callable
 
@@ -33,6 +36,8 @@ class CsrfSigner:
     ) -> None:
         self._secret = secret or secrets.token_bytes(32)
         self._clock = clock
+        self._lock = threading.Lock()
+        self._spent: dict[str, int] = {}  # nonce -> issue time, until it expires anyway
 
     def _now(self) -> int:
         return int(self._clock())
@@ -46,8 +51,12 @@ class CsrfSigner:
         issued, nonce = str(self._now()), secrets.token_hex(8)
         return f"{issued}.{nonce}.{self._sign(action, issued, nonce)}"
 
-    def check(self, action: str, token: str | None) -> bool:
-        """Whether ``token`` was issued by this signer for ``action`` and has not expired."""
+    def check(self, action: str, token: str | None, *, once: bool = False) -> bool:
+        """Whether ``token`` was issued by this signer for ``action`` and has not expired.
+
+        Args:
+            once: spend the token: it is refused from now on.
+        """
         if not token:
             return False
         parts = token.split(".")
@@ -56,4 +65,13 @@ class CsrfSigner:
         issued, nonce, signature = parts
         if not hmac.compare_digest(signature, self._sign(action, issued, nonce)):
             return False
-        return 0 <= self._now() - int(issued) <= MAX_AGE
+        now = self._now()
+        if not 0 <= now - int(issued) <= MAX_AGE:
+            return False
+        with self._lock:
+            if nonce in self._spent:
+                return False
+            if once:
+                self._spent = {n: t for n, t in self._spent.items() if now - t <= MAX_AGE}
+                self._spent[nonce] = int(issued)
+        return True
