@@ -8,7 +8,9 @@ metadata ``{"source": "fork", "step": step + 1, "parents": ...}``. It goes
 through the saver's public ``put``, so only the edited channels are written;
 the others are the parent's stored values. The versions the parent's nodes
 saw are unchanged, so resuming the fork runs what the parent would have run
-next, on the edited state. The fork carries no pending writes.
+next, on the edited state. The fork carries no pending writes. An edited
+value replaces the channel's value as it is: without the graph there is no
+reducer to apply (``update_state`` would append to an ``operator.add`` list).
 
 Copy and delete are the savers' ``copy_thread`` and ``delete_thread``.
 """
