@@ -17,10 +17,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_graphs import as_url, histories, run_scenario
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 from psycopg.conninfo import make_conninfo
+
+from .graphs import as_url, histories, run_scenario
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -1,6 +1,6 @@
 """What the export tests compare: a store as LangGraph's own savers read it, through a graph.
 
-``continue_on_tether`` carries the conversations of ``cli_graphs.run_scenario``
+``continue_on_tether`` carries the conversations of ``graphs.run_scenario``
 on (a resume inside the subgraph, a new turn that interrupts again, a new
 thread). ``answers`` reads back everything a user of a store sees:
 ``get_state_history`` of every thread and of every subgraph namespace (through
@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from cli_graphs import _clean, _state, build, config
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 from langgraph.types import Command
 from psycopg.rows import dict_row
+
+from .graphs import _clean, _state, build, config
 
 ALL_THREADS = ("chat-1", "chat-2", "chat-3")
 

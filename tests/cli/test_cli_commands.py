@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from cli_graphs import THREADS, Order, as_url, order_graph, run_scenario
 from click.testing import CliRunner, Result
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
@@ -22,6 +21,8 @@ import tether.langgraph as tlg
 from tether.backends.sqlite import SqliteSaver
 from tether.cli._app import cli
 from tether.langgraph import langgraph_serializer
+
+from .graphs import THREADS, Order, as_url, order_graph, run_scenario
 
 
 def run(*args: str, input: str | None = None) -> Result:

@@ -25,16 +25,7 @@ from typing import Annotated, Any, TypedDict
 
 import psycopg
 import pytest
-from cli_graphs import THREADS, Order, as_url, build, config, order_graph, run_scenario
 from click.testing import CliRunner, Result
-from export_helpers import (
-    answers,
-    continue_on_tether,
-    official_dump,
-    official_reader,
-    official_rows,
-    tether_rows,
-)
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import START, StateGraph
@@ -47,6 +38,16 @@ from tether.cli._app import cli
 from tether.errors import CheckpointNotFound, ConfigError
 from tether.exporter import export_store
 from tether.langgraph import langgraph_serializer
+
+from .export_helpers import (
+    answers,
+    continue_on_tether,
+    official_dump,
+    official_reader,
+    official_rows,
+    tether_rows,
+)
+from .graphs import THREADS, Order, as_url, build, config, order_graph, run_scenario
 
 SCRIPT = Path(sys.executable).with_name("tether")
 

@@ -1,6 +1,6 @@
 """``tether.importer.import_store``: official LangGraph stores made by real graphs, imported.
 
-The graph of ``cli_graphs`` runs on LangGraph's official SqliteSaver or
+The graph of ``graphs.py`` runs on LangGraph's official SqliteSaver or
 PostgresSaver; its store is imported into a tether store; the same graph
 compiled with tether's drop-in saver over the imported store must then answer
 exactly as the official store did -- state histories (values, next, metadata,
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_graphs import Order, as_url, histories, order_graph
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 
 import tether.langgraph as tlg
@@ -25,6 +24,8 @@ from tether.backends.sqlite import SqliteSaver
 from tether.errors import ConfigError, DecodeError, EncodeError
 from tether.importer import ImportSummary, import_store, parse_store_url
 from tether.langgraph import langgraph_serializer
+
+from .graphs import Order, as_url, histories, order_graph
 
 
 def _digest(path: Path) -> str:
@@ -89,8 +90,9 @@ def test_sqlite_import_into_a_drop_in_saver_and_resume(
     official_sqlite: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
     """The imported interrupted thread resumes under tether as it would have under LangGraph."""
-    from cli_graphs import build, config
     from langgraph.types import Command
+
+    from .graphs import build, config
 
     source, _ = official_sqlite
     with tlg.SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as drop_in:
@@ -131,8 +133,9 @@ def test_unknown_thread_is_refused(
 
 
 async def test_a_store_of_the_official_async_sqlite_saver(tmp_path: Path) -> None:
-    from cli_graphs import arun_scenario
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from .graphs import arun_scenario
 
     source = tmp_path / "lg.db"
     async with AsyncSqliteSaver.from_conn_string(str(source)) as official:
@@ -269,9 +272,10 @@ def test_postgres_import_answers_as_the_official_store(
 async def test_a_store_of_the_official_async_postgres_saver(
     pg_database: str, tmp_path: Path
 ) -> None:
-    from cli_graphs import arun_scenario
     from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from .graphs import arun_scenario
 
     url = as_url(pg_database)
     async with AsyncPostgresSaver.from_conn_string(url) as official:

@@ -4,7 +4,7 @@ tether's SQLite tables have names of their own (``tether_checkpoints``, ...),
 so one file can hold LangGraph's official ``checkpoints``/``writes`` and a
 tether store. The official store here is made by
 ``langgraph.checkpoint.sqlite.SqliteSaver`` running a real graph
-(``cli_graphs.run_scenario``); then the tether drop-in is pointed at that file
+(``graphs.run_scenario``); then the tether drop-in is pointed at that file
 in each ``import_official`` mode, and ``tether import PATH PATH`` runs through
 the CLI. The official tables must never change.
 """
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_graphs import Order, build, config, histories, order_graph
 from click.testing import CliRunner, Result
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 from langgraph.types import Command
@@ -26,6 +25,8 @@ import tether.langgraph as tlg
 from tether.backends.sqlite import SqliteSaver
 from tether.cli._app import cli
 from tether.errors import ConfigError, DecodeError
+
+from .graphs import Order, build, config, histories, order_graph
 
 
 def run(*args: str) -> Result:

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
-from lg_savers import BACKENDS, aopen_saver
 
 from tether.langgraph import TetherLangGraphSaver
+
+from .savers import BACKENDS, aopen_saver
 
 _seq = itertools.count()
 

@@ -28,8 +28,14 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from lg_savers import BACKENDS
-from test_graphs import (
+
+from tether._delta_chains import ThreadChains
+from tether.checkpoint import CheckpointTuple
+from tether.errors import ConfigError
+from tether.langgraph import TetherLangGraphSaver
+
+from .savers import BACKENDS
+from .test_graphs import (
     DURABILITIES,
     MODES,
     Runner,
@@ -38,11 +44,6 @@ from test_graphs import (
     tether_saver,
     trace_history,
 )
-
-from tether._delta_chains import ThreadChains
-from tether.checkpoint import CheckpointTuple
-from tether.errors import ConfigError
-from tether.langgraph import TetherLangGraphSaver
 
 INVOKES = 10
 

@@ -19,7 +19,6 @@ import psycopg
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from lg_savers import BACKENDS, aopen_saver, fresh_schema, open_saver
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from pydantic import BaseModel
@@ -34,6 +33,8 @@ from tether.langgraph import (
     SqliteSaver,
     TetherLangGraphSaver,
 )
+
+from .savers import BACKENDS, aopen_saver, fresh_schema, open_saver
 
 CLASSES = [InMemorySaver, SqliteSaver, AsyncSqliteSaver, PostgresSaver, AsyncPostgresSaver]
 

@@ -32,9 +32,10 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as OfficialAsyncSql
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, Interrupt, Overwrite, Send, StateSnapshot, interrupt
-from lg_savers import BACKENDS, aopen_saver, open_saver
 
 from tether.langgraph import TetherLangGraphSaver
+
+from .savers import BACKENDS, aopen_saver, open_saver
 
 MODES = ["sync", "async"]
 DURABILITIES = ["sync", "async", "exit"]

@@ -25,13 +25,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tests"))
+# Run as a script: the repository root, so that the tests package is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from postgres.conftest import PlainSerializer
-from postgres.helpers import checkpoint
+from tests.postgres.conftest import PlainSerializer
+from tests.postgres.helpers import checkpoint
 from tether import PostgresSaver, StorageError, make_config
 
 WORKERS = 8
@@ -67,6 +68,32 @@ def classify(tally: Tally, exc: BaseException, op: str, after_close: bool) -> No
 def step_values(n: int) -> tuple[dict[str, Any], dict[str, str]]:
     version = f"{n + 1:032}.0"
     return {"n": n, "blob": f"value {n} " * 50}, {"n": version, "blob": version}
+
+
+def close_delay() -> float:
+    """How long after the workers start a round closes the saver (0: at once)."""
+    return random.choice((0.0, 0.01, random.uniform(0.05, 0.4)))
+
+
+def some_call_done(round_no: int, tally: Tally) -> bool:
+    """Round 0 closes only after some call succeeded, so each run has calls that
+    complete as well as refused ones even on a loaded machine (where the other
+    rounds' random delay can end before any worker's first call)."""
+    return round_no != 0 or tally.counts.get("ok", 0) > 0
+
+
+def wait_for_a_call(round_no: int, tally: Tally) -> None:
+    deadline = time.monotonic() + 30
+    while not some_call_done(round_no, tally) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(close_delay())
+
+
+async def await_a_call(round_no: int, tally: Tally) -> None:
+    deadline = time.monotonic() + 30
+    while not some_call_done(round_no, tally) and time.monotonic() < deadline:  # noqa: ASYNC110 (a thread-shared tally)
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(close_delay())
 
 
 def app_name(schema: str, round_no: int) -> str:
@@ -152,7 +179,7 @@ def sync_round(source: str, dsn: str, schema: str, round_no: int, tally: Tally) 
     ]
     for t in threads:
         t.start()
-    time.sleep(random.choice((0.0, 0.01, random.uniform(0.05, 0.4))))
+    wait_for_a_call(round_no, tally)
     saver.close()
     closed.set()
     for t in threads:
@@ -220,7 +247,7 @@ async def async_round(source: str, dsn: str, schema: str, round_no: int, tally: 
         asyncio.create_task(async_worker(saver, f"r{round_no}-a{i}", tally, closed, stop))
         for i in range(WORKERS)
     ]
-    await asyncio.sleep(random.choice((0.0, 0.01, random.uniform(0.05, 0.4))))
+    await await_a_call(round_no, tally)
     await saver.aclose()
     closed.set()
     done, pending = await asyncio.wait(tasks, timeout=60)
@@ -268,7 +295,7 @@ def mixed_round(source: str, dsn: str, schema: str, round_no: int, tally: Tally)
     runner.start()
     for t in threads:
         t.start()
-    time.sleep(random.choice((0.0, 0.01, random.uniform(0.05, 0.4))))
+    wait_for_a_call(round_no, tally)
     saver.close()
     closed.set()
     loop.call_soon_threadsafe(aclosed.set)

@@ -62,7 +62,7 @@ async def test_a_missing_blob_row_is_a_storage_error_naming_the_channel(
         assert "thread 't'" in message
         assert cfg["configurable"]["checkpoint_id"] in message
         if ns:
-            assert "namespace 'sub:1'" in message
+            assert "ns 'sub:1'" in message
     with pytest.raises(StorageError, match="channel 'doc'"):
         await listing(mode, saver, make_config("t", ns))
     with pytest.raises(StorageError, match="channel 'doc'"):
@@ -108,7 +108,8 @@ async def test_a_head_whose_id_is_not_its_rows_is_refused(
         "to_jsonb(%s::text)) WHERE checkpoint_id = %s",
         (configs[0]["configurable"]["checkpoint_id"], cid),
     )
-    with pytest.raises(StorageError, match=f"checkpoint {cid} of thread 't' holds") as info:
+    expected = f"of thread 't', checkpoint '{cid}' says its checkpoint id"
+    with pytest.raises(StorageError, match=expected) as info:
         await call(mode, saver, "get_tuple", configs[1])
     assert configs[0]["configurable"]["checkpoint_id"] in str(info.value)
     with pytest.raises(StorageError, match="damaged"):

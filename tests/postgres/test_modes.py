@@ -29,7 +29,7 @@ from .helpers import MODES, call, chain, listing
 
 pytestmark = pytest.mark.postgres
 
-CHILD = str(Path(__file__).with_name("pg_child.py"))
+CHILD = str(Path(__file__).with_name("child.py"))
 
 
 async def exercise(mode: str, saver: PostgresSaver) -> None:

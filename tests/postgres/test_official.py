@@ -27,8 +27,8 @@ from tether.cli._app import cli
 from tether.importer import import_store
 
 from .conftest import fresh_schema
+from .graphs import THREADS, arun_chat, history, in_schema, resume, run_chat
 from .helpers import build_old_store, catalog, copy_rows, populate_delta_store
-from .lg_graphs import THREADS, arun_chat, history, in_schema, resume, run_chat
 
 pytestmark = pytest.mark.postgres
 

@@ -18,7 +18,7 @@ from .conftest import PlainSerializer, fresh_schema, url_saver
 
 pytestmark = pytest.mark.postgres
 
-CHILD = str(Path(__file__).with_name("pg_child.py"))
+CHILD = str(Path(__file__).with_name("child.py"))
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:
@@ -191,7 +191,7 @@ def test_lease_on_a_plain_connection_and_a_pool(pg_dsn: str, store: tuple[str, s
 
 def _check_thread(saver: PostgresSaver, thread: str) -> int:
     """Every checkpoint of the thread reads back whole; returns how many there are."""
-    from .pg_child import STABLE, history
+    from .child import STABLE, history
 
     n = 0
     for tup in saver.list(make_config(thread)):

@@ -421,8 +421,9 @@ def test_reads_and_puts_of_a_wide_checkpoint_touch_pages_linearly(pg_dsn: str) -
     buffers for 4x the channels (and growing with the count); now 3.9-4x.
     Counts of buffers, not times: they do not depend on the machine's load.
     """
+    from tether.backends._records import encode_put
     from tether.backends.postgres import _arrays
-    from tether.backends.postgres._codec import encode_put, pack_put
+    from tether.backends.postgres._codec import inline_value, put_params
 
     schema = fresh_schema()
     got: dict[str, list[int]] = {"get_tuple": [], "put (carry-over)": []}
@@ -438,11 +439,11 @@ def test_reads_and_puts_of_a_wide_checkpoint_touch_pages_linearly(pg_dsn: str) -
             cfg, child = _wide(saver, f"t{n}", n)
             name = next(iter(child["channel_versions"]))
             new = {name: "2"}
-            _, params, _ = encode_put(
-                saver.serde, cfg, child, {}, new, codec=core._codec, inline=True
+            plan = encode_put(
+                saver.serde, core._codec, None, cfg, child, {}, new, inline=inline_value
             )
-            put = sql.put if params["channels"] else sql.put_inline
-            got["put (carry-over)"].append(_buffers(conn, put, pack_put(params)))
+            put = sql.put if plan.values else sql.put_inline
+            got["put (carry-over)"].append(_buffers(conn, put, put_params(plan, plan.values)))
             stored = saver.put(cfg, child, {}, new)
             key = (f"t{n}", "", stored["configurable"]["checkpoint_id"])
             got["get_tuple"].append(_buffers(conn, sql.get_by_id, key))

@@ -19,7 +19,7 @@ from .helpers import build_old_store, call, catalog, chain, copy_rows, populate_
 
 pytestmark = pytest.mark.postgres
 
-CHILD = str(Path(__file__).with_name("pg_child.py"))
+CHILD = str(Path(__file__).with_name("child.py"))
 TABLES = (
     "tether_checkpoints",
     "tether_blobs",

@@ -1,9 +1,10 @@
 import pytest
-import serde_models
 
 from tether.serde import MsgpackSerializer
+
+from . import models
 
 
 @pytest.fixture
 def serde() -> MsgpackSerializer:
-    return MsgpackSerializer(allowlist=serde_models.ALL)
+    return MsgpackSerializer(allowlist=models.ALL)

@@ -43,27 +43,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+# Run as a script: the repository root, so that the tests package is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import msgspec  # noqa: E402
-import numpy as np  # noqa: E402
-import ormsgpack  # noqa: E402
-import serde_models as m  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+import msgspec
+import numpy as np
+import ormsgpack
+from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
     HumanMessage,
     SystemMessage,
     ToolMessage,
 )
-from langgraph.checkpoint.serde.types import _DeltaSnapshot  # noqa: E402
-from langgraph.types import Command, Interrupt, Send  # noqa: E402
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.types import Command, Interrupt, Send
 
-from tether.errors import DecodeError  # noqa: E402
-from tether.langgraph import LANGGRAPH_ALLOWLIST  # noqa: E402
-from tether.serde import MsgpackSerializer  # noqa: E402
-from tether.serde._paths import RawExt  # noqa: E402
+from tests.serde import models as m
+from tether.errors import DecodeError
+from tether.langgraph import LANGGRAPH_ALLOWLIST
+from tether.serde import MsgpackSerializer
+from tether.serde._paths import RawExt
 
 # names a mutation may put into an envelope: safe, allowlisted, refused,
 # denied, importable-but-not-imported, nonexistent, traversals
@@ -79,14 +79,14 @@ NAME_DICTIONARY: list[tuple[str, str]] = [
     ("logging", "FileHandler"),
     ("json.tool", "main"),
     ("xml.dom.minidom", "Document"),
-    ("serde_never_imported", "Gadget"),
-    ("serde_models", "Item"),
-    ("serde_models", "Person"),
-    ("serde_models", "Color"),
-    ("serde_models", "Fussy"),
-    ("serde_models", "Outer.Inner"),
-    ("serde_models", "Outer.__dict__"),
-    ("serde_models", "dataclasses.dataclass"),
+    ("tests.serde.never_imported", "Gadget"),
+    ("tests.serde.models", "Item"),
+    ("tests.serde.models", "Person"),
+    ("tests.serde.models", "Color"),
+    ("tests.serde.models", "Fussy"),
+    ("tests.serde.models", "Outer.Inner"),
+    ("tests.serde.models", "Outer.__dict__"),
+    ("tests.serde.models", "dataclasses.dataclass"),
     ("langchain_core.messages.ai", "AIMessage"),
     ("langgraph.types", "Send"),
     ("no.such.module", "Thing"),
@@ -166,7 +166,7 @@ def _legacy_json() -> list[Any]:
             "when": _lc("datetime", "datetime", method="fromisoformat", args=["2026-01-01"]),
             "day": _lc("datetime", "date", args=[2024, 1, 2]),
         },
-        [_lc("serde_models", "Item", kwargs={"k": "a", "count": 1})],
+        [_lc("tests.serde.models", "Item", kwargs={"k": "a", "count": 1})],
         {"messages": [HumanMessage("hi", id="1").to_json()]},
     ]
 

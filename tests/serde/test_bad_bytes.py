@@ -8,12 +8,13 @@ from typing import Any
 
 import ormsgpack
 import pytest
-import serde_models as m
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
+
+from . import models as m
 
 SERDE = MsgpackSerializer(allowlist=m.ALL)
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
@@ -66,10 +67,14 @@ def test_unknown_ext_code_names_code_and_path() -> None:
         (1, ["re", "compile", ["(", 0]], "re.compile"),
         (1, ["builtins", "int", ["0xZZ", 0]], "malformed builtins.int payload"),
         (2, ["datetime", "time", {"hour": 99}], "malformed datetime.time payload"),
-        (2, ["serde_models", "Item", ["a", 1]], "expected a map of field names"),
-        (1, ["serde_models", "Point", {"x": 1}], "expected an argument array"),
+        (2, ["tests.serde.models", "Item", ["a", 1]], "expected a map of field names"),
+        (1, ["tests.serde.models", "Point", {"x": 1}], "expected an argument array"),
         (3, ["datetime", "datetime", "yesterday", "fromisoformat"], "datetime.datetime"),
-        (5, ["serde_models", "Person", {"name": "x"}, "model_validate_json", "extra"], "ext 5"),
+        (
+            5,
+            ["tests.serde.models", "Person", {"name": "x"}, "model_validate_json", "extra"],
+            "ext 5",
+        ),
         (6, ["<f8", [2], "C", b"\x00" * 3], "ext 6"),
         (6, ["|O", [1], "C", b"\x00" * 8], "dtype object"),
         (6, "nope", "ext 6"),
@@ -85,7 +90,8 @@ def test_wrong_payload_shape_inside_an_ext(code: int, envelope: Any, message: st
 def test_path_reaches_into_dataclass_fields() -> None:
     bad_uuid = ormsgpack.Ext(0, ormsgpack.packb(["uuid", "UUID", "not-hex"]))
     frozen = ormsgpack.Ext(
-        2, ormsgpack.packb(["serde_models", "Frozen", {"id": bad_uuid, "when": 1, "color": 2}])
+        2,
+        ormsgpack.packb(["tests.serde.models", "Frozen", {"id": bad_uuid, "when": 1, "color": 2}]),
     )
     data = ormsgpack.packb({"items": [0, frozen]})
     with pytest.raises(DecodeError, match=r"uuid\.UUID") as info:

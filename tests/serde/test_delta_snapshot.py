@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import ormsgpack
 import pytest
-import serde_models as m
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -27,6 +26,8 @@ from langgraph.types import Send
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
+
+from . import models as m
 
 LG_ALLOW = [*m.ALL, ("builtins", "tuple"), ("builtins", "int")]
 
@@ -116,7 +117,7 @@ def test_inner_value_goes_through_the_allowlist(official: JsonPlusSerializer) ->
     with pytest.raises(DecodeError, match="not in the allowlist") as info:
         MsgpackSerializer().loads_typed(stored)
     assert info.value.path == "$.ch.value[1]"
-    assert info.value.type_name == "serde_models.Item"
+    assert info.value.type_name == "tests.serde.models.Item"
     got = MsgpackSerializer(allowlist=[m.Item]).loads_typed(stored)
     assert got == {"ch": _DeltaSnapshot([1, m.Item("k", 1)])}
 
@@ -134,14 +135,14 @@ def test_without_langgraph_ext_7_names_what_to_install(tmp_path: pathlib.Path) -
     """In a fresh interpreter where langgraph cannot be imported: a clear DecodeError,
     and the snapshot's contents are not decoded (a refused module stays unimported)."""
     trace = tmp_path / "imported"
-    gadget = ormsgpack.Ext(0, ormsgpack.packb(["serde_never_imported", "Gadget", 1]))
+    gadget = ormsgpack.Ext(0, ormsgpack.packb(["tests.serde.never_imported", "Gadget", 1]))
     stored = ormsgpack.packb({"ch": ormsgpack.Ext(7, ormsgpack.packb([gadget]))})
     script = f"""
 import sys
 sys.modules["langgraph"] = None  # import langgraph... raises ImportError
 from tether.serde import MsgpackSerializer
 from tether.errors import DecodeError
-s = MsgpackSerializer(allowlist=[("serde_never_imported", "Gadget")])
+s = MsgpackSerializer(allowlist=[("tests.serde.never_imported", "Gadget")])
 assert s.loads_typed(s.dumps_typed({{"a": [1]}})) == {{"a": [1]}}
 try:
     s.loads_typed(("msgpack", {stored!r}))
@@ -150,10 +151,12 @@ except DecodeError as exc:
     assert "DeltaChannel" in str(exc), exc
     assert exc.path == "$.ch", exc.path
     print("ok")
-assert "serde_never_imported" not in sys.modules
+assert "tests.serde.never_imported" not in sys.modules
 """
     env = {**os.environ, "TETHER_TEST_IMPORT_TRACE": str(trace)}
-    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(__file__).parent), *sys.path])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(pathlib.Path(__file__).resolve().parents[2]), *sys.path]
+    )
     out = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,

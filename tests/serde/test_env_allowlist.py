@@ -14,14 +14,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import serde_models as m
 
 import tether
 import tether.langgraph as tl
 from tether.errors import ConfigError, DecodeError, EncodeError
 from tether.serde import MsgpackSerializer, parse_allowlist
 
-HERE = Path(__file__).parent
+from . import models as m
+
+ROOT = Path(__file__).resolve().parents[2]  # where the tests package is
 ITEM = m.Item("a", 1)
 
 
@@ -49,9 +50,9 @@ def test_the_variable_is_read_by_default_serializers(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("TETHER_ALLOWLIST", raising=False)
     with pytest.raises(EncodeError):
         MsgpackSerializer().dumps_typed(ITEM)
-    monkeypatch.setenv("TETHER_ALLOWLIST", "serde_models:Item")
+    monkeypatch.setenv("TETHER_ALLOWLIST", "tests.serde.models:Item")
     assert roundtrip(MsgpackSerializer(), ITEM) == ITEM
-    assert ("serde_models", "Item") in MsgpackSerializer().allowlist
+    assert ("tests.serde.models", "Item") in MsgpackSerializer().allowlist
     # on top of an explicit allowlist, and kept by with_allowlist
     assert roundtrip(MsgpackSerializer(allowlist=[m.Point]), [ITEM, m.Point(1)]) == [
         ITEM,
@@ -65,7 +66,7 @@ def test_the_variable_is_read_by_default_serializers(monkeypatch: pytest.MonkeyP
 
 
 def test_every_default_saver_reads_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("TETHER_ALLOWLIST", "serde_models:*")
+    monkeypatch.setenv("TETHER_ALLOWLIST", "tests.serde.models:*")
     with (
         tether.SqliteSaver(str(tmp_path / "core.db")) as core,
         tl.SqliteSaver(str(tmp_path / "lg.db")) as dropin,
@@ -77,9 +78,9 @@ def test_every_default_saver_reads_it(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 def test_a_malformed_variable_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TETHER_ALLOWLIST", "serde_models.Item")
+    monkeypatch.setenv("TETHER_ALLOWLIST", "tests.serde.models.Item")
     with pytest.raises(
-        ConfigError, match=r"TETHER_ALLOWLIST: 'serde_models\.Item' is not module:Name"
+        ConfigError, match=r"TETHER_ALLOWLIST: 'tests\.serde\.models\.Item' is not module:Name"
     ):
         MsgpackSerializer()
     monkeypatch.setenv("TETHER_ALLOWLIST", "pickle:*")
@@ -88,7 +89,7 @@ def test_a_malformed_variable_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_module_wildcard_is_that_module_exactly() -> None:
-    serde = MsgpackSerializer(allowlist=[("serde_models", "*")], env_allowlist=False)
+    serde = MsgpackSerializer(allowlist=[("tests.serde.models", "*")], env_allowlist=False)
     value = [
         ITEM,
         m.Color.RED,
@@ -97,12 +98,14 @@ def test_module_wildcard_is_that_module_exactly() -> None:
     ]
     assert roundtrip(serde, value) == value
     # a module whose name is a prefix is another module
-    with pytest.raises(EncodeError, match="serde_models:Item"):
+    with pytest.raises(EncodeError, match=r"tests\.serde\.models:Item"):
         MsgpackSerializer(allowlist=[("serde", "*")], env_allowlist=False).dumps_typed(ITEM)
     # a name that leads elsewhere (a class the module imported) is refused
     import ormsgpack
 
-    stored = ormsgpack.packb(ormsgpack.Ext(2, ormsgpack.packb(["serde_models", "datetime", {}])))
+    stored = ormsgpack.packb(
+        ormsgpack.Ext(2, ormsgpack.packb(["tests.serde.models", "datetime", {}]))
+    )
     with pytest.raises(DecodeError, match="defined elsewhere"):
         serde.loads_typed(("msgpack", stored))
     with pytest.raises(ConfigError, match="never allowed"):
@@ -113,7 +116,7 @@ def test_set_in_a_fresh_process(tmp_path: Path) -> None:
     """As a deployment sets it: in the environment of the process, no code change."""
     script = """
     import sys
-    import serde_models as m
+    from tests.serde import models as m
     from tether import SqliteSaver, empty_checkpoint
     with SqliteSaver(sys.argv[1]) as saver:
         ckpt = empty_checkpoint()
@@ -127,8 +130,8 @@ def test_set_in_a_fresh_process(tmp_path: Path) -> None:
     """
     env = {
         **os.environ,
-        "TETHER_ALLOWLIST": "serde_models:Item, serde_models:Color",
-        "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path]),
+        "TETHER_ALLOWLIST": "tests.serde.models:Item, tests.serde.models:Color",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
     }
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script), str(tmp_path / "env.db")],

@@ -19,18 +19,19 @@ from typing import Any
 import ormsgpack
 import pydantic
 import pytest
-import serde_models as m
 
 from tether.errors import DecodeError, EncodeError
 from tether.serde import MsgpackSerializer, SchemaMismatchWarning
 from tether.serde._classinfo import counts_fields
 
+from . import models as m
+
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
 
 
 def written(code: int, name: str, arg: Any, *rest: Any) -> tuple[str, bytes]:
-    """``{"items": [value]}`` as stored for serde_models.<name>, written by hand."""
-    envelope = ormsgpack.packb(["serde_models", name, arg, *rest])
+    """``{"items": [value]}`` as stored for tests.serde.models.<name>, written by hand."""
+    envelope = ormsgpack.packb(["tests.serde.models", name, arg, *rest])
     return "msgpack", ormsgpack.packb({"items": [ormsgpack.Ext(code, envelope)]})
 
 
@@ -74,7 +75,7 @@ def test_enum_value_no_longer_a_member_once_warm(monkeypatch: pytest.MonkeyPatch
         assert info.value.path == "$.items[0]"
         with pytest.warns(SchemaMismatchWarning, match="'red' is not a member"):
             assert raw.loads_typed(old) == {"items": ["red"]}
-    upgraded = serde(upgrades={("serde_models", "Color"): lambda v: m.ColorShrunk.BLUE})
+    upgraded = serde(upgrades={("tests.serde.models", "Color"): lambda v: m.ColorShrunk.BLUE})
     for _ in range(2):
         assert upgraded.loads_typed(current) == {"items": [m.ColorShrunk.BLUE]}
         assert upgraded.loads_typed(old) == {"items": [m.ColorShrunk.BLUE]}
@@ -100,7 +101,7 @@ def test_pydantic_removed_field_is_found_once_warm() -> None:
     for _ in range(2):
         with pytest.raises(DecodeError, match="stored field 'nickname' no longer exists") as info:
             s.loads_typed(written(5, "Person", stored, "model_validate_json"))
-        assert info.value.type_name == "serde_models.Person"
+        assert info.value.type_name == "tests.serde.models.Person"
         assert info.value.path == "$.items[0]"
     with pytest.warns(SchemaMismatchWarning, match="nickname"):
         got = serde(on_mismatch="raw").loads_typed(written(5, "Person", stored))
@@ -115,7 +116,9 @@ def test_pydantic_type_and_missing_fields_are_found_once_warm() -> None:
     with pytest.raises(DecodeError, match="validation failed: field 'age'"):
         s.loads_typed(written(5, "Person", bad_type, "model_validate_json"))
     missing = {"age": 36, "address": {"city": "London"}}
-    with pytest.raises(DecodeError, match=r"field 'name' of serde_models\.Person is required"):
+    with pytest.raises(
+        DecodeError, match=r"field 'name' of tests\.serde\.models\.Person is required"
+    ):
         s.loads_typed(written(5, "Person", missing))
     # a field added since with a default is not a mismatch
     older = {"name": "ada", "age": 36, "address": {"city": "London"}}

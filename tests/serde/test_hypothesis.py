@@ -12,14 +12,15 @@ from datetime import timedelta, timezone
 from typing import Any
 
 import numpy as np
-import serde_models as m
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from test_roundtrip import _same
 
 from tether.serde import MsgpackSerializer
+
+from . import models as m
+from .test_roundtrip import _same
 
 SERDE = MsgpackSerializer(allowlist=m.ALL)
 

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 import ormsgpack
 import pytest
-import serde_models as m
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Command, Interrupt, Send
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
+
+from . import models as m
 
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"), tags=("x",))
 
@@ -235,7 +236,7 @@ def test_legacy_json_user_types_follow_the_allowlist(serde: MsgpackSerializer) -
     assert got == [m.Item("a", 1), PERSON, m.Color.RED]
     with pytest.raises(DecodeError, match="not in the allowlist") as info:
         MsgpackSerializer().loads_typed(_json(payload))
-    assert "serde_models.Item" in str(info.value)
+    assert "tests.serde.models.Item" in str(info.value)
 
 
 def test_legacy_json_langchain_lc1_messages(serde: MsgpackSerializer) -> None:
@@ -253,7 +254,7 @@ def test_legacy_json_refuses_dangerous_payloads(tmp_path: pathlib.Path) -> None:
         {
             "lc": 2,
             "type": "constructor",
-            "id": ["serde_models", "Item"],
+            "id": ["tests", "serde", "models", "Item"],
             "method": "__init_subclass__",
             "args": [],
         },
@@ -284,5 +285,5 @@ def test_ext_payloads_as_langgraph_lays_them_out(serde: MsgpackSerializer) -> No
         data, ext_hook=lambda code, b: (code, ormsgpack.unpackb(b, ext_hook=lambda c, x: c))
     )
     assert ext[0] == 5
-    assert ext[1][:2] == ["serde_models", "Person"]
+    assert ext[1][:2] == ["tests.serde.models", "Person"]
     assert ext[1][3] == "model_validate_json"

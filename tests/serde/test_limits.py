@@ -21,11 +21,12 @@ from typing import Any
 
 import ormsgpack
 import pytest
-import serde_models as m
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer, _depth
 from tether.serde._depth import EXT_LEVELS, MAX_DEPTH, too_deep
+
+from . import models as m
 
 SERDE = MsgpackSerializer(allowlist=m.ALL)
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
@@ -348,7 +349,7 @@ def test_a_flipped_length_byte_does_not_shorten_a_history() -> None:
 
 
 def test_trailing_bytes_inside_an_ext_payload_name_the_path() -> None:
-    item = ormsgpack.packb(["serde_models", "Item", {"k": "a", "count": 1}]) + b"\xc0"
+    item = ormsgpack.packb(["tests.serde.models", "Item", {"k": "a", "count": 1}]) + b"\xc0"
     data = ormsgpack.packb({"items": [1, ormsgpack.Ext(2, item)]})
     with pytest.raises(DecodeError, match="1 byte after the end") as info:
         SERDE.loads_typed(("msgpack", data))

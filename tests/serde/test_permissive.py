@@ -19,12 +19,13 @@ from typing import Any
 
 import ormsgpack
 import pytest
-import serde_models as m
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
 
-HERE = pathlib.Path(__file__).parent
+from . import models as m
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]  # where the tests package is
 
 
 def ext(code: int, *envelope: Any) -> bytes:
@@ -34,7 +35,7 @@ def ext(code: int, *envelope: Any) -> bytes:
 def run_fresh(script: str, env: dict[str, str] | None = None) -> str:
     """Run ``script`` in a new interpreter that can import the test models; its stdout."""
     full_env = {**os.environ, **(env or {})}
-    full_env["PYTHONPATH"] = os.pathsep.join([str(HERE), *sys.path])
+    full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *sys.path])
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         capture_output=True,
@@ -124,12 +125,12 @@ print("ok")
 
 def test_permissive_mode_imports_nothing(tmp_path: pathlib.Path) -> None:
     trace = tmp_path / "imported"
-    stored = ext(0, "serde_never_imported", "Gadget", 1)
+    stored = ext(0, "tests.serde.never_imported", "Gadget", 1)
     out = run_fresh(
         PROLOGUE
         + f"""
 before = set(sys.modules)
-refused({stored!r}, "not imported", "serde_never_imported")
+refused({stored!r}, "not imported", "tests.serde.never_imported")
 refused({ext(2, "json.tool", "Anything", {})!r}, "not imported")
 assert set(sys.modules) == before, sorted(set(sys.modules) - before)
 print("ok")
@@ -158,17 +159,18 @@ def test_nested_class_names() -> None:
     stored = MsgpackSerializer(allowlist=m.ALL).dumps_typed(inner)
     assert MsgpackSerializer(permissive=True).loads_typed(stored) == inner
     assert (
-        MsgpackSerializer(allowlist=[("serde_models", "Outer.Inner")]).loads_typed(stored) == inner
+        MsgpackSerializer(allowlist=[("tests.serde.models", "Outer.Inner")]).loads_typed(stored)
+        == inner
     )
     # a name that walks through anything but classes is refused in every mode
     for serde in (
         MsgpackSerializer(permissive=True),
-        MsgpackSerializer(allowlist=[("serde_models", "dataclasses.dataclass")]),
-        MsgpackSerializer(allowlist=[("serde_models", "pydantic.BaseModel")]),
+        MsgpackSerializer(allowlist=[("tests.serde.models", "dataclasses.dataclass")]),
+        MsgpackSerializer(allowlist=[("tests.serde.models", "pydantic.BaseModel")]),
     ):
         for name in ("dataclasses.dataclass", "pydantic.BaseModel", "Outer.__module__"):
             with pytest.raises(DecodeError, match="refusing"):
-                serde.loads_typed(("msgpack", ext(2, "serde_models", name, {})))
+                serde.loads_typed(("msgpack", ext(2, "tests.serde.models", name, {})))
 
 
 def test_an_allowlisted_name_must_resolve_to_a_class_of_an_allowed_module() -> None:

@@ -21,12 +21,13 @@ from typing import Annotated, Any, Literal, NotRequired
 import ormsgpack
 import pydantic
 import pytest
-import serde_models as m
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typing_extensions import TypedDict
 
 from tether.serde import MsgpackSerializer, _ext, _pydantic
+
+from . import models as m
 
 
 class Kind(enum.Enum):

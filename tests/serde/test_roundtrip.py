@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import serde_models as m
 
 from tether.errors import DecodeError, EncodeError
 from tether.serde import MsgpackSerializer, SerializerCompat, as_typed
+
+from . import models as m
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"), tags=("x", "y"))
@@ -257,14 +258,14 @@ def test_compat_adapter_for_plain_serializers() -> None:
 
 
 def test_with_allowlist_returns_new_instance_or_self() -> None:
-    base = MsgpackSerializer(allowlist=[("serde_models", "Item")], on_mismatch="raw")
-    assert base.with_allowlist([("serde_models", "Item")]) is base
+    base = MsgpackSerializer(allowlist=[("tests.serde.models", "Item")], on_mismatch="raw")
+    assert base.with_allowlist([("tests.serde.models", "Item")]) is base
     assert base.with_allowlist([]) is base
     more = base.with_allowlist([m.Point])
     assert more is not base
-    assert more.allowlist == {("serde_models", "Item"), ("serde_models", "Point")}
+    assert more.allowlist == {("tests.serde.models", "Item"), ("tests.serde.models", "Point")}
     assert more.on_mismatch == "raw"
-    assert base.allowlist == {("serde_models", "Item")}
+    assert base.allowlist == {("tests.serde.models", "Item")}
     data = more.dumps_typed(m.Point(1, 2))
     assert more.loads_typed(data) == m.Point(1, 2)
     with pytest.raises(DecodeError, match="not in the allowlist"):

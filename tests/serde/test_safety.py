@@ -11,10 +11,11 @@ from typing import Any
 
 import ormsgpack
 import pytest
-import serde_models as m
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer
+
+from . import models as m
 
 
 def ext(code: int, *envelope: Any) -> tuple[str, bytes]:
@@ -72,16 +73,16 @@ def test_refusal_names_type_and_fix() -> None:
             ("msgpack", MsgpackSerializer(allowlist=m.ALL).dumps_typed({"x": [m.Item("a", 1)]})[1])
         )
     err = info.value
-    assert err.type_name == "serde_models.Item"
+    assert err.type_name == "tests.serde.models.Item"
     assert err.path == "$.x[0]"
-    assert "MsgpackSerializer(allowlist=[('serde_models', 'Item')])" in str(err)
+    assert "MsgpackSerializer(allowlist=[('tests.serde.models', 'Item')])" in str(err)
     assert "with_allowlist" in str(err)
 
 
 def test_refused_module_is_not_imported(tmp_path: pathlib.Path) -> None:
     """Checked in a fresh interpreter so that no other test has imported the module."""
     trace = tmp_path / "imported"
-    stored = ext(0, "serde_never_imported", "Gadget", 1)[1]
+    stored = ext(0, "tests.serde.never_imported", "Gadget", 1)[1]
     script = f"""
 import sys
 from tether.serde import MsgpackSerializer
@@ -90,16 +91,18 @@ try:
     MsgpackSerializer().loads_typed(("msgpack", {stored!r}))
 except DecodeError as exc:
     assert "not in the allowlist" in str(exc), exc
-assert "serde_never_imported" not in sys.modules
+assert "tests.serde.never_imported" not in sys.modules
 # allowlisted, the same payload imports it and builds the class
-g = MsgpackSerializer(allowlist=[("serde_never_imported", "Gadget")]).loads_typed(
+g = MsgpackSerializer(allowlist=[("tests.serde.never_imported", "Gadget")]).loads_typed(
     ("msgpack", {stored!r})
 )
 assert type(g).__name__ == "Gadget" and g.value == 1
 print("ok")
 """
     env = {**os.environ, "TETHER_TEST_IMPORT_TRACE": str(trace)}
-    env["PYTHONPATH"] = os.pathsep.join([str(pathlib.Path(__file__).parent), *sys.path])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(pathlib.Path(__file__).resolve().parents[2]), *sys.path]
+    )
     out = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
@@ -134,7 +137,7 @@ def test_permissive_mode_constructs_and_logs_once(caplog: pytest.LogCaptureFixtu
         got = MsgpackSerializer(permissive=True).loads_typed(stored)
         MsgpackSerializer(permissive=True).loads_typed(stored)
     assert got == [m.Point(1, 2), m.Point(3, 4)]
-    warned = [r for r in caplog.records if "serde_models.Point" in r.getMessage()]
+    warned = [r for r in caplog.records if "tests.serde.models.Point" in r.getMessage()]
     assert len(warned) == 1
     assert "permissive" in warned[0].getMessage()
 
@@ -158,9 +161,9 @@ def test_allowlist_entries_validated() -> None:
     from tether.errors import ConfigError
 
     with pytest.raises(ConfigError):
-        MsgpackSerializer(allowlist=["serde_models.Item"])  # type: ignore[list-item]
+        MsgpackSerializer(allowlist=["tests.serde.models.Item"])  # type: ignore[list-item]
     with pytest.raises(ConfigError):
         MsgpackSerializer(on_mismatch="ignore")  # type: ignore[arg-type]
     # LangGraph-style (*module_parts, name) entries are accepted
-    s = MsgpackSerializer(allowlist=[("serde_models", "Item"), m.Point])
-    assert s.allowlist == {("serde_models", "Item"), ("serde_models", "Point")}
+    s = MsgpackSerializer(allowlist=[("tests.serde.models", "Item"), m.Point])
+    assert s.allowlist == {("tests.serde.models", "Item"), ("tests.serde.models", "Point")}

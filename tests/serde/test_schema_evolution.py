@@ -16,10 +16,11 @@ from typing import Any
 import ormsgpack
 import pydantic
 import pytest
-import serde_models as m
 
 from tether.errors import DecodeError
 from tether.serde import MsgpackSerializer, SchemaMismatchWarning
+
+from . import models as m
 
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
 
@@ -37,7 +38,7 @@ CASES = [
         m.Item("a", 1, "n"),
         "Item",
         m.ItemWithoutK,
-        ["stored field 'k' no longer exists on serde_models.Item"],
+        ["stored field 'k' no longer exists on tests.serde.models.Item"],
         id="dataclass-removed",
     ),
     pytest.param(
@@ -45,8 +46,8 @@ CASES = [
         "Item",
         m.ItemRenamed,
         [
-            "stored field 'k' no longer exists on serde_models.Item",
-            "field 'key' of serde_models.Item is required but was not stored",
+            "stored field 'k' no longer exists on tests.serde.models.Item",
+            "field 'key' of tests.serde.models.Item is required but was not stored",
         ],
         id="dataclass-renamed",
     ),
@@ -54,7 +55,7 @@ CASES = [
         m.Item("a", 1),
         "Item",
         m.ItemCountStr,
-        ["stored field 'count' holds int but serde_models.Item.count is now str"],
+        ["stored field 'count' holds int but tests.serde.models.Item.count is now str"],
         id="dataclass-type-changed",
     ),
     pytest.param(
@@ -62,8 +63,8 @@ CASES = [
         "Person",
         m.PersonRenamed,
         [
-            "stored field 'name' no longer exists on serde_models.Person",
-            "field 'full_name' of serde_models.Person is required but was not stored",
+            "stored field 'name' no longer exists on tests.serde.models.Person",
+            "field 'full_name' of tests.serde.models.Person is required but was not stored",
         ],
         id="pydantic-renamed",
     ),
@@ -78,14 +79,14 @@ CASES = [
         m.Point(1, 2),
         "Point",
         m.PointRenamed,
-        ["stored field 'x' no longer exists on serde_models.Point"],
+        ["stored field 'x' no longer exists on tests.serde.models.Point"],
         id="namedtuple-renamed",
     ),
     pytest.param(
         m.Color.RED,
         "Color",
         m.ColorShrunk,
-        ["stored value 'red' is not a member of serde_models.Color"],
+        ["stored value 'red' is not a member of tests.serde.models.Color"],
         id="enum-member-removed",
     ),
 ]
@@ -102,7 +103,7 @@ def test_mismatch_is_an_error_by_default(
     err = info.value
     for problem in problems:
         assert problem in str(err)
-    assert err.type_name == f"serde_models.{name}"
+    assert err.type_name == f"tests.serde.models.{name}"
     assert err.path == "$.items[0]"
     assert "no longer fits its class" in str(err)
     assert "upgrades=" in str(err)
@@ -132,7 +133,7 @@ def _written_as(name: str, value: Any) -> tuple[str, bytes]:
         code, arg = 2, value._asdict()
     else:
         code, arg = 2, {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    _tag, envelope = MsgpackSerializer().dumps_typed(["serde_models", name, arg])
+    _tag, envelope = MsgpackSerializer().dumps_typed(["tests.serde.models", name, arg])
     return "msgpack", ormsgpack.packb({"items": [ormsgpack.Ext(code, envelope)]})
 
 
@@ -185,7 +186,7 @@ def test_upgrade_function_builds_the_new_value(monkeypatch: pytest.MonkeyPatch) 
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the upgrade path warns about nothing
-        got = _read(stored, upgrades={("serde_models", "Item"): upgrade}, on_mismatch="raw")
+        got = _read(stored, upgrades={("tests.serde.models", "Item"): upgrade}, on_mismatch="raw")
     assert got == {"items": [m.ItemRenamed("a", 1, "n")]}
     assert seen == [{"k": "a", "count": 1, "note": "n"}]
 
@@ -196,7 +197,7 @@ def test_upgrade_is_not_used_when_the_value_fits() -> None:
     def upgrade(fields: dict[str, Any]) -> Any:
         raise AssertionError("called for a value that fits")
 
-    assert _read(stored, upgrades={("serde_models", "Item"): upgrade}) == {
+    assert _read(stored, upgrades={("tests.serde.models", "Item"): upgrade}) == {
         "items": [m.Item("a", 1)]
     }
 
@@ -206,13 +207,13 @@ def test_upgrade_for_a_class_that_is_gone(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delattr(m, "Item")
     with pytest.raises(DecodeError, match="the class no longer exists"):
         _read(stored)
-    got = _read(stored, upgrades={("serde_models", "Item"): lambda f: ("upgraded", f["k"])})
+    got = _read(stored, upgrades={("tests.serde.models", "Item"): lambda f: ("upgraded", f["k"])})
     assert got == {"items": [("upgraded", "a")]}
 
 
 def test_upgrade_keys_are_allowlisted() -> None:
     stored = _store(m.Item("a", 1))
-    serde = MsgpackSerializer(upgrades={("serde_models", "Item"): lambda f: f})
+    serde = MsgpackSerializer(upgrades={("tests.serde.models", "Item"): lambda f: f})
     assert serde.loads_typed(stored) == {"items": [m.Item("a", 1)]}
 
 
@@ -224,9 +225,9 @@ def test_failing_upgrade_is_a_decode_error(monkeypatch: pytest.MonkeyPatch) -> N
         raise KeyError("nope")
 
     with pytest.raises(
-        DecodeError, match=r"upgrade function for serde_models\.Item failed"
+        DecodeError, match=r"upgrade function for tests\.serde\.models\.Item failed"
     ) as info:
-        _read(stored, upgrades={("serde_models", "Item"): upgrade})
+        _read(stored, upgrades={("tests.serde.models", "Item"): upgrade})
     assert isinstance(info.value.__cause__, KeyError)
 
 

@@ -19,12 +19,13 @@ from typing import Any
 
 import psycopg
 import pytest
-import serde_models as m
 
 from tether import InMemorySaver, PostgresSaver, SqliteSaver, empty_checkpoint
 from tether.errors import EncodeError
 from tether.serde import MsgpackSerializer
 from tether.serde._allowlist import parse_allowlist
+
+from . import models as m
 
 PERSON = m.Person(name="ada", age=36, address=m.Address(city="London"))
 
@@ -43,9 +44,11 @@ def test_every_refused_class_is_named_with_its_path() -> None:
     with pytest.raises(EncodeError) as info:
         MsgpackSerializer().dumps_typed(state())
     text = str(info.value)
-    assert "serde_models:Item at `$.orders[0]` and 2 more places: not in the allowlist" in text
-    assert "serde_models:Color at `$.meta.color`: not in the allowlist" in text
-    assert "serde_models:Point at `$.meta.point`: not in the allowlist" in text
+    assert (
+        "tests.serde.models:Item at `$.orders[0]` and 2 more places: not in the allowlist" in text
+    )
+    assert "tests.serde.models:Color at `$.meta.color`: not in the allowlist" in text
+    assert "tests.serde.models:Point at `$.meta.point`: not in the allowlist" in text
     assert text.startswith("refusing to store a value holding 3 types")
     assert info.value.path == "$.orders[0]"
 
@@ -100,9 +103,9 @@ def test_classes_defined_in_a_function_are_refused_with_the_reason() -> None:
     assert f"test_write_check:{qual} at `$.a`: " in text
     assert "defined inside a function" in text
     assert f"test_write_check:{Mood.__qualname__} at `$.c`" in text
-    assert "serde_models:Item at `$.b[0]`: not in the allowlist" in text
+    assert "tests.serde.models:Item at `$.b[0]`: not in the allowlist" in text
     # the fix offered is for the allowlist only: a local class cannot be allowed
-    assert "allowlist=[('serde_models', 'Item')]" in text
+    assert "allowlist=[('tests.serde.models', 'Item')]" in text
     # allowlisting does not help a local class (it could never be imported)
     with pytest.raises(EncodeError, match="defined inside a function"):
         MsgpackSerializer(allowlist=[Scratch]).dumps_typed(Scratch(1))
@@ -134,7 +137,7 @@ def test_nested_model_fields_are_not_types_of_their_own() -> None:
 
 
 def test_a_module_wildcard_allows_that_module_only() -> None:
-    serde = MsgpackSerializer(allowlist=[("serde_models", "*")])
+    serde = MsgpackSerializer(allowlist=[("tests.serde.models", "*")])
     value = state()
     assert serde.loads_typed(serde.dumps_typed(value)) == value
     with pytest.raises(EncodeError, match="test_write_check:Record"):
@@ -228,11 +231,11 @@ def test_savers_refuse_before_storing(backend: str, tmp_path: Path) -> None:
         saver = PostgresSaver.from_conn_string(dsn, schema=schema)
         saver.setup()
     try:
-        with pytest.raises(EncodeError, match="serde_models:Item"):
+        with pytest.raises(EncodeError, match=r"tests\.serde\.models:Item"):
             _put(saver, state())
         assert list(saver.list(None)) == []
         config = _put(saver, {"ok": 1})
-        with pytest.raises(EncodeError, match=r"serde_models:Point at `\$`"):
+        with pytest.raises(EncodeError, match=r"tests\.serde\.models:Point at `\$`"):
             saver.put_writes(config, [("a", 1), ("b", m.Point(1, 2))], task_id="task")
         got = saver.get_tuple(config)
         assert got is not None

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlite_helpers import as_version, populate
 
 from tether import SqliteSaver
 from tether.cli._app import cli
+
+from .helpers import as_version, populate
 
 INSPECT = [
     ["threads"],

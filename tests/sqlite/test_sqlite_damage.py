@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 import xxhash
 from click.testing import CliRunner
-from sqlite_helpers import populate, snapshot, step, thread
 
 from tether import SqliteSaver
 from tether.backends._sqlbase import row_checksum
@@ -29,6 +28,8 @@ from tether.checkpoint import empty_checkpoint
 from tether.cli._app import cli
 from tether.errors import DecodeError, StorageError, TetherError
 from tether.ids import uuid6
+
+from .helpers import populate, snapshot, step, thread
 
 
 def _store(path: Path) -> list[tuple[Any, ...]]:

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlite_helpers import step, thread
 
 from tether import SqliteSaver
 from tether.backends._sqlbase import value_checksum
 from tether.errors import ConfigError, StorageError
 from tether.serde import MsgpackSerializer
 from tether.testing._history import message
+
+from .helpers import step, thread
 
 
 def _grow(saver: SqliteSaver, tid: str, n: int, start: Any = None) -> tuple[dict[str, Any], Any]:

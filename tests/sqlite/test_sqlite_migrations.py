@@ -3,7 +3,7 @@
 A store of version N is made from real puts: a current store is populated
 (namespaces, forks, pending writes, append-delta snapshots and tails), then
 its rows are laid out in tables built by the migrations up to N (see
-``sqlite_helpers.as_version``). Opening it migrates it in place; every
+``helpers.as_version``). Opening it migrates it in place; every
 checkpoint must read back equal, and the store must go on taking puts.
 
 Files whose ``PRAGMA user_version`` disagrees with their tables (#18.5: a
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlite_helpers import as_version, populate, snapshot, step, thread, user_version
 
 from tether import SqliteSaver
 from tether.backends.sqlite._schema import (
@@ -32,6 +31,8 @@ from tether.backends.sqlite._schema import (
     expected_shape,
 )
 from tether.errors import ConfigError, SchemaVersionError
+
+from .helpers import as_version, populate, snapshot, step, thread, user_version
 
 
 def _digest(path: Path) -> str:

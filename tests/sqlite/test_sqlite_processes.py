@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlite_child import value_for
-from sqlite_helpers import thread
 
 from tether import SqliteSaver
 
-CHILD = str(Path(__file__).parent / "sqlite_child.py")
+from .child import value_for
+from .helpers import thread
+
+CHILD = str(Path(__file__).parent / "child.py")
 pytestmark = pytest.mark.slow
 
 

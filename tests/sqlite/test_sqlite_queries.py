@@ -8,10 +8,11 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from sqlite_helpers import step, thread
 
 from tether import SqliteSaver
 from tether.backends.sqlite import PAGE
+
+from .helpers import step, thread
 
 
 def _traced(db_path: Path) -> tuple[SqliteSaver, list[str]]:

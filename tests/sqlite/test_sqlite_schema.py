@@ -6,11 +6,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sqlite_helpers import step, thread
 
 from tether import SqliteSaver
 from tether.backends.sqlite._schema import MIGRATIONS, SCHEMA_VERSION, ensure_schema
 from tether.errors import SchemaVersionError, StorageError
+
+from .helpers import step, thread
 
 
 def _version(path: Path) -> int:

@@ -23,9 +23,10 @@ transaction: whether a snapshot a tail extends is still there, and which
 channels the put carries over (``PutPlan.carried``) have no stored value
 (:func:`check_carried` refuses the ones the parent promised).
 
-Used by the in-memory saver (the readable reference) and SQLite; Postgres
-shares :func:`decode_writes` and :class:`WriteRecord` and still plans its
-puts in SQL (see ``postgres/_sql.py``).
+Used by every backend. Postgres keeps small primitive values inline in its
+JSONB head (``encode_put(inline=...)``) and resolves the channels a put
+carries over inside its ``put`` statement (``postgres/_sql.py``), because
+there that is one round trip; the records are the same.
 """
 
 from __future__ import annotations
@@ -141,12 +142,28 @@ class PutPlan:
     address: Address  # the new checkpoint's thread, namespace and id
     parent_id: str | None
     run_id: str | None
-    head: tuple[str, bytes]  # the checkpoint without channel values: (HEAD_JSON, JSON text)
+    # The checkpoint without channel values, (HEAD_JSON, JSON text); with
+    # encode_put(inline=...), its channel_values hold the values kept inline.
+    head: tuple[str, bytes]
     versions: dict[str, str]  # every channel of channel_versions -> its version as text
     carried: dict[str, str]  # the channels the put does not name: earlier puts stored them
     metadata: dict[str, Any]  # merged with the config's, JSON-safe
     values: tuple[ValueRecord, ...]
     fallbacks: tuple[Fallback, ...]
+
+    @property
+    def named(self) -> list[str]:
+        """The channels the put names (``new_versions``): it stores their values."""
+        carried = self.carried
+        return [c for c in self.versions if c not in carried]
+
+    def whole(self, appends: AppendTracker | None, codec: BlobCodec) -> list[ValueRecord]:
+        """The value records with every tail stored whole (its snapshot may be gone).
+
+        For a backend that learns only from a refused write that a snapshot was
+        deleted (Postgres: the foreign key), and so cannot tell which.
+        """
+        return self.resolve(lambda _channel, _version: False, appends, codec)
 
     def resolve(
         self,
@@ -179,12 +196,16 @@ def encode_put(
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
+    *,
+    inline: Callable[[Any], bool] | None = None,
 ) -> PutPlan:
     """Validate and encode one ``put`` (the contract's checks, then the serializer).
 
     ``appends`` stores long lists as a snapshot plus tails (only under a
     serializer :func:`~tether.backends._delta.supports`; ``None`` stores
-    every value whole).
+    every value whole). ``inline(value)`` says which values the head keeps
+    in its ``channel_values`` instead of a value record (values that survive
+    the backend's JSON exactly, type included); ``None``: none.
 
     Raises:
         ConfigError: the config, checkpoint, versions or metadata are not storable.
@@ -201,7 +222,11 @@ def encode_put(
         appends = None
     values: list[ValueRecord] = []
     fallbacks: list[Fallback] = []
+    inlined: dict[str, Any] = {}
     for channel, (version, value) in named.items():
+        if inline is not None and value is not EMPTY and inline(value):
+            inlined[channel] = value
+            continue
         if appends is None or value is EMPTY:
             values.append(ValueRecord(channel, version, *codec.encode(serde, value)))
             continue
@@ -210,6 +235,8 @@ def encode_put(
             values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
         if plan.needs is not None and plan.fallback is not None:
             fallbacks.append(Fallback(len(values) - 1, plan.needs, channel, plan.fallback))
+    if inline is not None:
+        head["channel_values"] = inlined
     versions = {c: str(v) for c, v in checkpoint["channel_versions"].items()}
     run_id = meta.get("run_id")
     return PutPlan(
@@ -342,12 +369,17 @@ def decode_writes(
 # --- reading a checkpoint back ------------------------------------------------------------------
 
 
-def decode_head(serde: SerializerProtocol, head: tuple[str, bytes], address: Address) -> Any:
-    """A stored head: JSON text (:data:`HEAD_JSON`), or the serializer's (older rows).
+def decode_head(
+    serde: SerializerProtocol, head: tuple[str, bytes] | dict[str, Any], address: Address
+) -> Any:
+    """A stored head: JSON text (:data:`HEAD_JSON`), the serializer's (older rows), or
+    a dict the backend's driver already decoded (Postgres JSONB).
 
     Raises:
         DecodeError: naming thread, namespace and checkpoint.
     """
+    if isinstance(head, dict):
+        return head
     tag, data = head
     if tag != HEAD_JSON:
         return decode_value(serde, tag, data, address=address)
@@ -370,7 +402,7 @@ def assemble(
     *,
     address: Address,
     parent_id: str | None,
-    head: tuple[str, bytes],
+    head: tuple[str, bytes] | dict[str, Any],
     metadata: Mapping[str, Any],
     versions: Mapping[str, str] | None,
     blobs: Mapping[BlobKey, StoredValue],
@@ -384,7 +416,10 @@ def assemble(
     Args:
         address: thread, namespace and id of the checkpoint.
         parent_id: its parent's id, if any.
-        head: ``(type, bytes)`` of the checkpoint without its channel values.
+        head: ``(type, bytes)`` of the checkpoint without its channel values,
+            or that head already decoded (a dict the function may change). Its
+            ``channel_values``, if any, are the values kept inline
+            (``encode_put(inline=...)``): the blobs are not looked at for them.
         metadata: the stored metadata, decoded (the backend's own format).
         versions: channel -> version (text) of the checkpoint; ``None`` takes
             them from the decoded head.
@@ -440,9 +475,11 @@ def assemble(
             serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
         )
 
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = checkpoint.get("channel_values") or {}
     tid, ns = address.thread_id, address.checkpoint_ns
     for channel, version in versions.items():
+        if channel in values:
+            continue  # kept inline
         blob = blobs.get((tid, ns, channel, version))
         if blob is None:
             if unstored is None or channel in unstored:

@@ -44,17 +44,16 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
-from tether.backends._records import DecodeMemo, decode_writes
+from tether.backends._records import DecodeMemo, decode_writes, encode_put, encode_writes
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
     decode_row,
-    encode_put,
-    encode_writes,
+    inline_value,
     jsonb,
-    pack_put,
-    store_whole,
+    put_params,
+    write_params,
     write_records,
 )
 from tether.backends.postgres._errors import is_retryable, translate
@@ -396,48 +395,52 @@ class _PostgresCore:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> dict[str, Any]:
-        at, params, tails = encode_put(
+        plan = encode_put(
             serde,
+            self._codec,
+            self._appends,
             config,
             checkpoint,
             metadata,
             new_versions,
-            codec=self._codec,
-            inline=self._inline,
-            appends=self._appends,
+            inline=inline_value if self._inline else None,
         )
+        at = plan.address
         what = f"put of checkpoint {at.checkpoint_id} in thread {at.thread_id!r}"
         named = checkpoint["channel_versions"].keys() <= new_versions.keys()
         sql = self._sql
         epoch = self._leases.epochs.get(at.thread_id)
         if epoch is None:
-            if params["channels"]:
+            if plan.values:
                 query = sql.put_named if named else sql.put
             else:
                 query = sql.put_named_inline if named else sql.put_inline
         else:
-            params["lease_epoch"] = epoch
-            if params["channels"]:
+            if plan.values:
                 query = sql.put_named_fenced if named else sql.put_fenced
             else:
                 query = sql.put_named_inline_fenced if named else sql.put_inline_fenced
+        params = put_params(plan, plan.values)
         try:
-            if epoch is None:
-                self._execute(what, query, pack_put(params))
-            else:
-                self._fenced(what, query, pack_put(params), at.thread_id, epoch)
+            self._put(what, query, params, epoch)
         except TetherError as exc:
             # A tail extends a snapshot another process deleted since this one
             # wrote it: the foreign key refused the whole statement. Store the
             # whole values instead.
-            if not tails or not isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+            if not plan.fallbacks or not isinstance(
+                exc.__cause__, psycopg.errors.ForeignKeyViolation
+            ):
                 raise
-            whole = store_whole(params, tails, self._codec, self._appends)
-            if epoch is None:
-                self._execute(what, query, pack_put(whole))
-            else:
-                self._fenced(what, query, pack_put(whole), at.thread_id, epoch)
+            params = put_params(plan, plan.whole(self._appends, self._codec))
+            self._put(what, query, params, epoch)
         return at.to_config()
+
+    def _put(self, what: str, query: str, params: dict[str, Any], epoch: int | None) -> None:
+        if epoch is None:
+            self._execute(what, query, params)
+        else:
+            params["lease_epoch"] = epoch
+            self._fenced(what, query, params, params["thread_id"], epoch)
 
     def put_writes(
         self,
@@ -447,9 +450,8 @@ class _PostgresCore:
         task_id: str,
         task_path: str = "",
     ) -> None:
-        addr, params, special = encode_writes(
-            serde, config, writes, task_id, task_path, codec=self._codec
-        )
+        addr, records = encode_writes(serde, self._codec, config, writes, task_id, task_path)
+        params, special = write_params(addr, task_id, task_path, records)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"

@@ -1,8 +1,8 @@
 """Child processes for the Postgres multi-process tests (run as scripts, real processes).
 
-    python pg_child.py setup DSN SCHEMA          setup() once "go" arrives on stdin
-    python pg_child.py append DSN SCHEMA THREAD  put + put_writes on THREAD until stdin closes
-    python pg_child.py lease DSN SCHEMA THREAD [wait]  hold the lease until stdin closes
+    python child.py setup DSN SCHEMA          setup() once "go" arrives on stdin
+    python child.py append DSN SCHEMA THREAD  put + put_writes on THREAD until stdin closes
+    python child.py lease DSN SCHEMA THREAD [wait]  hold the lease until stdin closes
 
 Each prints ``ready`` once connected (so the parent can release them all at once)
 and reports failures on stderr with a non-zero exit code.

@@ -1,4 +1,9 @@
-"""Importable types for the serializer tests (a real module, as user types are)."""
+"""Importable types for the serializer tests (a real module, as user types are).
+
+Stored data names each type by its module's path, and the tests' allowlists,
+envelopes and expected messages spell it ``tests.serde.models``: this module must
+be imported under that name (as the tests package, never by a bare ``models``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,9 @@ from typing import NamedTuple
 
 import pydantic
 import pydantic.v1
+
+MODULE = "tests.serde.models"
+assert __name__ == MODULE, f"imported as {__name__!r}, not as {MODULE!r}"
 
 
 class Color(enum.StrEnum):
@@ -225,7 +233,7 @@ class PointRenamed(NamedTuple):
 
 
 ALL = [
-    ("serde_models", n)
+    (MODULE, n)
     for n in (
         "Color",
         "Level",

@@ -6,10 +6,10 @@ import sys
 import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Run as a script: the repository root, so that the tests package is importable.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from sqlite_helpers import step, thread
-
+from tests.sqlite.helpers import step, thread
 from tether import SqliteSaver
 
 
