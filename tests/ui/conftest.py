@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watched, build_store, run_scenario
 
 import tether.langgraph as tlg
 from tether.cli._stores import opened
 from tether.ui import Served, Viewer, create_app
+
+from .helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Watched, build_store, run_scenario
 
 
 def _no_browser(reason: str) -> None:

@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_graphs import build
 from playwright.sync_api import expect
-from ui_helpers import XSS_TEXT, XSS_THREAD, Watched, long_thread
 
 import tether.langgraph as tlg
 from tether import history
 from tether.backends.sqlite import SqliteSaver
 from tether.checkpoint import CheckpointTuple
 from tether.langgraph import langgraph_serializer
+
+from ..cli.graphs import build
+from .helpers import XSS_TEXT, XSS_THREAD, Watched, long_thread
 
 pytestmark = pytest.mark.ui
 
@@ -36,7 +37,7 @@ def _tuples(path: Path, thread: str, ns: str | None = "") -> list[CheckpointTupl
     conf: dict[str, Any] = {"thread_id": thread}
     if ns is not None:
         conf["checkpoint_ns"] = ns
-    serde = langgraph_serializer([("cli_graphs", "Order")])
+    serde = langgraph_serializer([("tests.cli.graphs", "Order")])
     with SqliteSaver(str(path), serde=serde) as saver:
         return list(saver.list({"configurable": conf}))
 
@@ -193,14 +194,14 @@ def test_undecodable_value_shows_its_class_and_a_hint(
     assert response is not None
     assert response.status == 200
     box = page.page.locator(".channel[data-channel='order'] .undecodable")
-    expect(box).to_contain_text("cli_graphs.Order")
-    expect(box).to_contain_text("--allow cli_graphs:Order")
+    expect(box).to_contain_text("tests.cli.graphs.Order")
+    expect(box).to_contain_text("--allow tests.cli.graphs:Order")
     page.page.goto(f"{url}/thread?t=orders")
     expect(page.page.locator("tr.node")).to_have_count(len(_tuples(store, "orders")))
 
 
 def test_allowed_class_is_shown_by_field(store: Path, serve: Serve, page: Watched) -> None:
-    url = serve(store, allow=(("cli_graphs", "Order"),))
+    url = serve(store, allow=(("tests.cli.graphs", "Order"),))
     page.page.goto(f"{url}/checkpoint?t=orders")
     order = page.page.locator(".channel[data-channel='order']")
     expect(order.locator(".type").first).to_have_text("Order")

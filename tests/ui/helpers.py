@@ -1,22 +1,17 @@
-"""What the ``tether ui`` tests share: the stores they view, the browser's set-up, a watched page.
-
-A module of its own, not ``conftest``: test modules import it by name.
-"""
+"""What the ``tether ui`` tests share: the stores they view, the browser, a watched page."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))  # cli_graphs
-
-from cli_graphs import Order, build, config, order_graph, run_scenario
 from langchain_core.messages import AIMessage, HumanMessage
 
 import tether.langgraph as tlg
 from tether.checkpoint import empty_checkpoint
+
+from ..cli.graphs import Order, build, config, order_graph, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -45,7 +40,9 @@ def build_store(path: Path) -> None:
             {"messages": [HumanMessage(content=XSS_TEXT, id="x1")], "parts": []},
             config(XSS_THREAD),
         )
-    with tlg.SqliteSaver.from_conn_string(str(path), allowlist=[("cli_graphs", "Order")]) as saver:
+    with tlg.SqliteSaver.from_conn_string(
+        str(path), allowlist=[(Order.__module__, "Order")]
+    ) as saver:
         order_graph(saver).invoke({"order": Order("tea", 1)}, config("orders"))
 
 
