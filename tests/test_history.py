@@ -661,3 +661,10 @@ def test_short_ids_are_unique_prefixes() -> None:
     for cid, prefix in short.items():
         assert h.resolve(REFS, prefix) == cid
     assert h.short_ids(["abcdefghij"]) == {"abcdefghij": "abcdefgh"}
+
+
+def test_resolve_a_step_in_one_namespace() -> None:
+    assert h.resolve(REFS, "step:2", step_ns="") == REFS[1].checkpoint_id
+    assert h.resolve(REFS, "step:2", step_ns="review:abc") == REFS[2].checkpoint_id
+    with pytest.raises(ConfigError, match="no checkpoint of step 3"):
+        h.resolve(REFS, "step:3", step_ns="review:abc")

@@ -432,19 +432,23 @@ class Change:
         }
 
     def describe(self, width: int = 60) -> str:
-        """One line: ``messages: appended 1 item: ai: reply 2``, ``approved: 'no' -> 'yes'``."""
+        """One line of about ``width`` characters.
+
+        ``messages: appended 1 item: ai: reply 2``, ``approved: 'no' -> 'yes'``.
+        """
+        room = max(width - len(self.path) - 2, 20)
         if self.kind == "appended":
             n = len(self.new)
-            last = preview(self.new[-1], width) if n else ""
-            tail = f": {last}" if n == 1 else f", last {last}"
-            return f"{self.path}: appended {_items(n)}{tail}"
+            head = f"appended {_items(n)}" + (": " if n == 1 else ", last ")
+            return f"{self.path}: {head}{preview(self.new[-1], room - len(head))}"
         if self.kind == "truncated":
             return f"{self.path}: removed the last {_items(len(self.old))}"
         if self.kind == "added":
-            return f"{self.path}: added {preview(self.new, width)}"
+            return f"{self.path}: added {preview(self.new, room - 6)}"
         if self.kind == "removed":
-            return f"{self.path}: removed (was {preview(self.old, width)})"
-        return f"{self.path}: {preview(self.old, width // 2)} -> {preview(self.new, width)}"
+            return f"{self.path}: removed (was {preview(self.old, room - 13)})"
+        old = preview(self.old, max(room // 3, 12))
+        return f"{self.path}: {old} -> {preview(self.new, max(room - len(old) - 4, 12))}"
 
 
 def _items(n: int) -> str:
@@ -775,7 +779,9 @@ class Ref:
     checkpoint_ns: str = ""
 
 
-def resolve(refs: Sequence[Ref], ref: str, *, where: str = "the thread") -> str:
+def resolve(
+    refs: Sequence[Ref], ref: str, *, where: str = "the thread", step_ns: str | None = None
+) -> str:
     """The checkpoint id ``ref`` names among ``refs`` (a history, newest first).
 
     ``ref`` is what a person types: ``#N``, the N-th row of the history
@@ -785,6 +791,9 @@ def resolve(refs: Sequence[Ref], ref: str, *, where: str = "the thread") -> str:
 
     Args:
         where: how messages name the history (``thread 'chat-1'``).
+        step_ns: ``step:S`` looks only at checkpoints of this namespace
+            (``""``: the root graph; a subgraph counts steps of its own);
+            ``None``: at every checkpoint of ``refs``.
 
     Raises:
         ConfigError: an unknown ``#N``, step or prefix, or a step or prefix
@@ -804,7 +813,11 @@ def resolve(refs: Sequence[Ref], ref: str, *, where: str = "the thread") -> str:
             step = int(text[len("step:") :])
         except ValueError:
             raise ConfigError(f"{ref!r} is not a step; write step:S, e.g. step:3") from None
-        found = [i for i, r in enumerate(refs) if r.step == step]
+        found = [
+            i
+            for i, r in enumerate(refs)
+            if r.step == step and (step_ns is None or r.checkpoint_ns == step_ns)
+        ]
         if len(found) == 1:
             return refs[found[0]].checkpoint_id
         if not found:

@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 import tether.langgraph as tlg
 from tether.backends.sqlite import SqliteSaver
 from tether.cli._app import cli
+from tether.history import short_ids
 from tether.langgraph import langgraph_serializer
 
 from .graphs import THREADS, Order, as_url, order_graph, run_scenario
@@ -98,7 +99,10 @@ def test_history(store: str) -> None:
     assert len(ok_json("history", store, "chat-1", "--limit", "2")) == 2
     text = run("history", store, "chat-1", "-n", "3")
     assert text.exit_code == 0
-    assert rows[0]["checkpoint_id"] in text.stdout
+    # ids as their shortest unique prefix (what show and diff take back)
+    short = short_ids(r["checkpoint_id"] for r in rows)[rows[0]["checkpoint_id"]]
+    assert f"#1  {short} " in text.stdout
+    assert rows[0]["checkpoint_id"] not in text.stdout
 
 
 def test_show_latest_and_by_id(store: str) -> None:
@@ -119,12 +123,14 @@ def test_show_latest_and_by_id(store: str) -> None:
     assert any(w["channel"] == "__interrupt__" for s in interrupted for w in s["pending_writes"])
     text = run("show", store, "chat-2")
     assert text.exit_code == 0
-    assert "HumanMessage" in text.stdout
+    assert "[0] human: hello" in text.stdout  # messages one line each
     assert "pending writes" in text.stdout
 
 
 def test_show_unknown(store: str) -> None:
-    assert "not found" in error(run("show", store, "chat-2", "1f00-nope"))
+    assert "no checkpoint of thread 'chat-2' has an id starting with '1f00-nope'" in error(
+        run("show", store, "chat-2", "1f00-nope")
+    )
     assert "thread 'ghost' not found" in error(run("show", store, "ghost"))
     assert "thread 'ghost' not found" in error(run("history", store, "ghost"))
 
@@ -222,11 +228,18 @@ def test_a_type_outside_the_allowlist(tmp_path: Path) -> None:
     assert "Order" in message
     assert "--allow" in message
     shown = ok_json("show", str(path), "o", "--allow", f"{Order.__module__}:Order")
-    assert "Order(item='tea', qty=2)" in shown["channel_values"]["order"]
-    # history shows channel names and decodes no value: no --allow needed (#13.4)
-    rows = ok_json("history", str(path), "o")
+    assert shown["channel_values"]["order"] == {"type": "Order", "item": "tea", "qty": 2}
+    # history lists the checkpoints without --allow (#13.4), their values left out
+    result = run("history", str(path), "o", "--json")
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
     assert rows
     assert any("order" in r["changed"] for r in rows)
+    assert {r["status"] for r in rows} == {None}
+    assert "values not shown" in result.stderr
+    assert f"--allow {Order.__module__}:Order" in result.stderr
+    rows = ok_json("history", str(path), "o", "--allow", f"{Order.__module__}:Order")
+    assert rows[0]["status"] == "idle"
     assert rows[0]["pending_writes"] == len(
         SqliteSaver(str(path), serde=langgraph_serializer([(Order.__module__, "Order")]))
         .get_tuple({"configurable": {"thread_id": "o"}})

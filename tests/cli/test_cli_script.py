@@ -139,7 +139,7 @@ def test_an_unexpected_exception_is_one_error_line_unless_debugging(
     """The boundary's last resort: a non-tether exception (a bug) is one line, exit 1."""
     import click
 
-    from tether.cli._app import _boundary
+    from tether.cli._common import boundary as _boundary
 
     @click.command()
     @_boundary

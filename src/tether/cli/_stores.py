@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.backends._inspect import HeadInfo, TableStats, ThreadInfo
+from tether.backends._inspect import HeadInfo, OrphanWrites, TableStats, ThreadInfo
 from tether.backends.sqlite import _inspect
 from tether.base import BaseCheckpointSaver
 from tether.errors import (
@@ -37,6 +37,7 @@ from tether.stores import StoreURL, parse_store_url
 
 __all__ = [
     "HeadInfo",
+    "OrphanWrites",
     "Store",
     "TableStats",
     "ThreadInfo",
@@ -88,6 +89,10 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
+    def orphan_writes(self) -> list[OrphanWrites]:
+        """Pending writes stored for checkpoints the store does not hold."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Each subclass implements this."""
 
@@ -96,6 +101,15 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: tether's own runtime types a store it wrote holds (a compiled graph allows
+#: them on its saver): the CLI reads them like LangGraph's own.
+RUNTIME_TYPES: tuple[tuple[str, str], ...] = (("tether.graph._types", "Send"),)
+
+
+def _serializer(allowlist: Collection[tuple[str, ...]]) -> Any:
+    return source_serializer([*RUNTIME_TYPES, *allowlist])
 
 
 # --- SQLite ---------------------------------------------------------------------------
@@ -165,6 +179,9 @@ class _SqliteStore(Store):
     def stats(self) -> tuple[list[TableStats], int | None]:
         return _inspect.table_stats(self._conn, self.where)
 
+    def orphan_writes(self) -> list[OrphanWrites]:
+        return _inspect.orphan_writes(self._conn, self.where)
+
     def close(self) -> None:
         self._conn.close()
         self._close_saver()
@@ -199,7 +216,7 @@ def _open_sqlite(
                 f"no tether store at {path}: the database has no tether tables (check the "
                 "path; `tether import` creates a store)"
             )
-    serde = source_serializer(allowlist)
+    serde = _serializer(allowlist)
     if create:
         # An import target: official tables in the same file are what is imported.
         saver = SqliteSaver(os.fspath(path), serde=serde, import_official=False)
@@ -252,6 +269,11 @@ class _PostgresStore(Store):
         from tether.backends.postgres._inspect import table_stats
 
         return table_stats(self._conn, self.schema, str(self.url))
+
+    def orphan_writes(self) -> list[OrphanWrites]:
+        from tether.backends.postgres._inspect import orphan_writes
+
+        return orphan_writes(self._conn, self.schema, str(self.url))
 
     def close(self) -> None:
         try:
@@ -311,10 +333,10 @@ def _check_readable(conn: Any, url: StoreURL, schema: str) -> None:
     if found < SCHEMA_VERSION:
         raise SchemaVersionError(
             f"schema {schema!r} of {url} is at tether schema version {found} and this tether "
-            f"reads version {SCHEMA_VERSION}; threads, history, show and stats never migrate "
-            "a store. Migrate it once, by a command that writes to it (tether prune, delete "
-            "or copy) or with PostgresSaver.from_conn_string(url).setup(), then read it "
-            "(nothing was changed)",
+            f"reads version {SCHEMA_VERSION}; the reading commands (threads, history, show, "
+            "diff, stats, verify) never migrate a store. Migrate it once, by a command that "
+            "writes to it (tether prune, delete or copy) or with "
+            "PostgresSaver.from_conn_string(url).setup(), then read it (nothing was changed)",
             found=found,
             supported=SCHEMA_VERSION,
         )
@@ -382,7 +404,7 @@ def _open_postgres(
             url.location,
             schema=schema,
             pool_size=2,
-            serde=source_serializer(allowlist),
+            serde=_serializer(allowlist),
             import_official=False,
             connect_kwargs=extra,
         )

@@ -10,14 +10,14 @@ import webbrowser
 
 import click
 
-from tether.cli._app import _STORE_HELP, _allow_option, _boundary, _err
+from tether.cli._common import STORE_HELP, StoreCommand, allow_option, boundary, err
 from tether.cli._stores import opened
 from tether.errors import ConfigError
 
 __all__ = ["ui"]
 
 
-@click.command(epilog=_STORE_HELP)
+@click.command(cls=StoreCommand, epilog=STORE_HELP)
 @click.argument("store")
 @click.option(
     "--host",
@@ -40,8 +40,8 @@ __all__ = ["ui"]
     "(each asks for confirmation). Without it the store is opened read-only.",
 )
 @click.option("--no-open", is_flag=True, help="Do not open a browser.")
-@_allow_option
-@_boundary
+@allow_option
+@boundary
 def ui(
     store: str,
     host: str,
@@ -62,7 +62,7 @@ def ui(
         raise ConfigError(str(exc)) from exc
     hosts: list[str] = ["127.0.0.1", "localhost", "[::1]", "::1"]
     if not is_loopback(host):
-        _err().print(
+        err().print(
             f"warning: --host {host} serves the viewer beyond this machine; it has no login, "
             "so whoever reaches it reads every thread"
             + (" and can fork, copy and delete them" if allow_edit else ""),

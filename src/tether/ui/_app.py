@@ -46,8 +46,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether import history
-from tether.cli._app import _ns_label as ns_label
-from tether.cli._app import _when as when
+from tether.cli._common import ns_label, when
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, TetherError, describe
 from tether.ui._csrf import CsrfSigner
 from tether.ui._reader import Viewer

@@ -25,6 +25,7 @@ from tether import history
 from tether.base import BaseCheckpointSaver
 from tether.checkpoint import CheckpointTuple, make_config
 from tether.cli._stores import Store, ThreadInfo
+from tether.cli._threads import thread_status
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, shown
 from tether.ui import _edit
 from tether.ui._values import LenientSerializer, Undecodable, as_plain_json
@@ -120,14 +121,14 @@ class Viewer:
         return [self._thread_row(i) for i in chunk], len(found), pages
 
     def _thread_row(self, info: ThreadInfo) -> ThreadRow:
+        # As `tether threads` reads it: a thread whose latest state holds a class
+        # the allowlist refuses has no status, and the row says why.
         try:
             with self._lock:
-                tup = self._reader.get_tuple(make_config(info.thread_id, ""))
+                found = thread_status(self.store, info)
         except DecodeError as exc:
             return ThreadRow(info, None, str(exc))
-        if tup is None:  # only subgraph checkpoints left (a pruned root)
-            return ThreadRow(info, None, "no checkpoint of the root graph")
-        return ThreadRow(info, history.status(tup))
+        return ThreadRow(info, found, None if found else "no checkpoint to read")
 
     def thread(self, thread_id: str) -> ThreadInfo:
         with self._lock:
