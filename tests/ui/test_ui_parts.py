@@ -228,14 +228,14 @@ def test_loopback_hosts() -> None:
     assert not any(map(is_loopback, ["0.0.0.0", "::", "192.0.2.1", "example.org"]))
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
+def _serve(*args: str, **env: str) -> tuple[subprocess.Popen[str], str]:
     script = Path(sys.executable).with_name("tether")
     proc = subprocess.Popen(
         [str(script), "ui", *args, "--port", "0", "--no-open"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "BROWSER": "true"},
+        env={**os.environ, "BROWSER": "true", **env},
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -260,7 +260,7 @@ def test_the_command_serves_the_store(tmp_path: Path) -> None:
     with SqliteSaver(str(path)) as saver:
         cp = empty_checkpoint()
         saver.put(make_config("thread <1>"), cp, {"source": "input", "step": -1}, {})
-    proc, line = _serve(str(path))
+    proc, line = _serve(TETHER_STORE=str(path))  # the store from the environment
     try:
         assert "(read-only)" in line
         url = line[line.index("http://") :].split()[0]
