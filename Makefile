@@ -34,16 +34,17 @@ gen-sync: $(STAMP)
 	$(PY) tools/gen_sync.py
 
 # The whole suite, on every CPU (pytest-xdist), then the `slow` tests (crash,
-# chaos and fault tests that time processes) on their own, so that a loaded
-# machine does not make them flaky.
+# chaos and fault tests that time processes) and the `ui` ones (a headless
+# Chromium per test module) on their own, so that a loaded machine does not
+# make them flaky.
 pytest: $(STAMP)
-	$(VENV)/bin/pytest -n auto -m "not slow" $(PYTEST_ARGS)
-	$(VENV)/bin/pytest -m slow $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n auto -m "not slow and not ui" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "slow or ui" $(PYTEST_ARGS)
 
-# The quick loop while working: no Postgres, no slow tests, stop at the first
-# failure. `make test` (what CI runs) is the whole suite.
+# The quick loop while working: no Postgres, no slow tests, no browser, stop at
+# the first failure. `make test` (what CI runs) is the whole suite.
 test-fast: $(STAMP)
-	$(VENV)/bin/pytest -n auto -x -q -m "not slow and not postgres" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n auto -x -q -m "not slow and not postgres and not ui" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)

@@ -28,3 +28,7 @@ __getattr__  # unused function (src/tether/langgraph/__init__.py:70)
 when  # unused variable (src/tether/testing/_driver.py:46)
 tags  # unused variable (src/tether/testing/_driver.py:47)
 _.to_json  # public API of tether.history (Status, Change): --json and tether ui
+_.short  # unused variable (src/tether/ui/_reader.py: read by the thread.html template)
+tool_calls  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
+details  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
+folded  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)

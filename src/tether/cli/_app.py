@@ -23,6 +23,7 @@ from tether.cli._manage import copy, delete, prune
 from tether.cli._show import diff, show
 from tether.cli._threads import stats, threads
 from tether.cli._transfer import export, import_
+from tether.cli._ui import ui
 from tether.cli._verify import verify
 
 __all__ = ["cli"]
@@ -57,3 +58,4 @@ def cli() -> None:
 
 for _command in (threads, history, show, diff, stats, verify, prune, delete, copy, import_, export):
     cli.add_command(_command)
+cli.add_command(ui)
