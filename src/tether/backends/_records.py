@@ -37,7 +37,14 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from tether.backends._delta import AppendTracker, Row, join_append, supports
+from tether.backends._delta import (
+    AppendTracker,
+    Row,
+    array_header,
+    join_append,
+    split_array,
+    supports,
+)
 from tether.backends._payload import ENCODING_PLAIN, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
@@ -79,13 +86,15 @@ __all__ = [
     "decode_writes",
     "encode_put",
     "encode_writes",
+    "page_memo",
 ]
 
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
 """``(type, encoding, payload, base)`` of a value as read back (``base``: see _delta)."""
 
-DecodeMemo: TypeAlias = dict[tuple[str, str, str, str], Any]
-"""Snapshots decoded while building one page of tuples, by value key."""
+DecodeMemo: TypeAlias = dict[tuple[str, ...], Any]
+"""What one page of tuples shares: decoded snapshots by value key, and per
+snapshot the longest tail decoded so far (:class:`_Tail`)."""
 
 BlobKey: TypeAlias = tuple[str, str, str, str]
 """``(thread_id, checkpoint_ns, channel, version)``: the key of a stored value."""
@@ -396,6 +405,95 @@ def decode_head(
         ) from exc
 
 
+_RUN = "run"
+_RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A decoded list: its elements' MessagePack bytes, where each ends, the elements."""
+
+    body: bytes
+    ends: list[int]
+    items: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """A snapshot or tail as a page reads it: its elements' bytes and the elements."""
+
+    body: bytes
+    items: Any  # a list, unless the store is damaged (join_append says so)
+
+
+def _part(
+    memo: DecodeMemo,
+    run_key: tuple[str, ...],
+    data: bytes,
+    before: _Part | None,
+    decode: Callable[[bytes], Any],
+) -> _Part:
+    """The elements of an array ``data`` that follows ``before`` (a tail after its
+    snapshot) or starts a value (``before`` None), from the page's run if it has them.
+
+    Tails are cumulative and a new snapshot starts with the old one's elements,
+    so on a page of one thread (newest first) every value of a growing list is
+    a prefix of the first one read: decoding each would cost O(n²) elements
+    over a history. Elements whose bytes equal the run's bytes at the same
+    place, up to an element boundary (MessagePack values are self-delimiting),
+    are the run's elements, shared as a cached snapshot's always were.
+    """
+    split = split_array(data)
+    if split is None:
+        return _Part(b"", decode(data))
+    count, start = split
+    body = data[start:]
+    run: _Run | None = memo.get(run_key)
+    if run is not None and count:
+        first = 0 if before is None else len(before.items)
+        offset = 0 if before is None else len(before.body)
+        if (
+            first + count <= len(run.items)
+            and (first == 0 or run.ends[first - 1] == offset)
+            and run.ends[first + count - 1] == offset + len(body)
+            and run.body.startswith(body, offset)
+        ):
+            return _Part(body, run.items[first : first + count])
+    return _Part(body, decode(data))
+
+
+def page_memo(previous: DecodeMemo | None = None) -> DecodeMemo:
+    """The memo for the next page of a listing: the runs of the previous page.
+
+    A thread's history spans pages; carrying its runs over (not its decoded
+    snapshots) lets the next page share their elements while the memo stays
+    bounded by what one page read.
+    """
+    if not previous:
+        return {}
+    return {k: v for k, v in previous.items() if k[-1] == _RUN}
+
+
+def _extend_run(memo: DecodeMemo, run_key: tuple[str, ...], snapshot: _Part, tail: _Part) -> None:
+    """Make ``snapshot + tail`` the page's run if it is longer than the one it has."""
+    if type(snapshot.items) is not list or type(tail.items) is not list:
+        return
+    run: _Run | None = memo.get(run_key)
+    size = len(snapshot.items) + len(tail.items)
+    if run is not None and size <= len(run.items):
+        return
+    body = snapshot.body + tail.body
+    ends, end = [], 0
+    try:
+        for raw in _RAW_ITEMS.decode(array_header(size) + body):
+            end += len(raw)
+            ends.append(end)
+    except msgspec.DecodeError:
+        return  # bytes some other serializer wrote: nothing is shared
+    if len(ends) == size:  # the serializer decoded one element per array element
+        memo[run_key] = _Run(body, ends, snapshot.items + tail.items)
+
+
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -475,6 +573,14 @@ def assemble(
             serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
         )
 
+    def bytes_of(stored: StoredValue, channel: str) -> bytes:
+        return codec.decode_bytes(
+            stored[1], stored[2], where=lambda: _where(address, channel, None)
+        )
+
+    def plain_value(tag: str, channel: str) -> Callable[[bytes], Any]:
+        return lambda data: value(tag, ENCODING_PLAIN, data, channel, None)
+
     values: dict[str, Any] = checkpoint.get("channel_values") or {}
     tid, ns = address.thread_id, address.checkpoint_ns
     for channel, version in versions.items():
@@ -496,8 +602,8 @@ def assemble(
             values[channel] = value(blob[0], blob[1], blob[2], channel, None)
             continue
         key = (tid, ns, channel, base)
-        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
-        if snapshot is _MISSING:
+        found = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if found is _MISSING:
             stored = blobs.get(key)
             if stored is None:
                 raise StorageError(
@@ -507,14 +613,28 @@ def assemble(
             plain = None
             if appends is not None and stored[1] != ENCODING_PLAIN:
                 plain = appends.known((tid, ns, channel), base)
-            if plain is not None:
-                snapshot = value(stored[0], ENCODING_PLAIN, plain, channel, None)
+            if memo is None:
+                snapshot = value(
+                    stored[0],
+                    ENCODING_PLAIN if plain is not None else stored[1],
+                    plain if plain is not None else stored[2],
+                    channel,
+                    None,
+                )
             else:
-                snapshot = value(stored[0], stored[1], stored[2], channel, None)
-            if memo is not None:
-                memo[key] = snapshot
-        tail = value(blob[0], blob[1], blob[2], channel, None)
-        values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+                tag = stored[0]
+                data = plain if plain is not None else bytes_of(stored, channel)
+                found = _part(memo, (tid, ns, channel, _RUN), data, None, plain_value(tag, channel))
+                memo[key] = found
+        if memo is None:
+            tail = value(blob[0], blob[1], blob[2], channel, None)
+            values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+            continue
+        run_key = (tid, ns, channel, _RUN)
+        data = bytes_of(blob, channel)
+        part = _part(memo, run_key, data, found, plain_value(blob[0], channel))
+        values[channel] = join_append(found.items, part.items, where=_where(address, channel, None))
+        _extend_run(memo, run_key, found, part)
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
         (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))

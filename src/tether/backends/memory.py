@@ -47,6 +47,7 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
+    page_memo,
 )
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
@@ -239,9 +240,11 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         keys.sort(reverse=True)  # newest first, as every backend (S2.4)
         if limit is not None:
             keys = keys[:limit]
-        # Snapshots of append-encoded lists are decoded once per group of tuples.
+        # Snapshots of append-encoded lists are decoded once per group of
+        # tuples, a growing list's elements shared (records.page_memo).
+        memo: DecodeMemo = {}
         for start in range(0, len(keys), GROUP):
-            memo: DecodeMemo = {}
+            memo = page_memo(memo)
             for cid, tid, ns_name in keys[start : start + GROUP]:
                 with self._lock:
                     read = self._read(tid, ns_name, cid)

@@ -44,7 +44,13 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
-from tether.backends._records import DecodeMemo, decode_writes, encode_put, encode_writes
+from tether.backends._records import (
+    DecodeMemo,
+    decode_writes,
+    encode_put,
+    encode_writes,
+    page_memo,
+)
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
@@ -361,6 +367,7 @@ class _PostgresCore:
             return
         after: tuple[str, str, str] | None = None
         produced = 0
+        memo: DecodeMemo = {}
         what = f"list of thread {addr.thread_id!r}" if addr else "list of every thread"
         while True:
             page = self._page if limit is None else min(self._page, limit - produced)
@@ -374,9 +381,10 @@ class _PostgresCore:
                 jsonb=jsonb,
             )
             rows = self._fetchall(what, q.text, q.params)
-            # Snapshots of append-encoded lists: decoded once per page, their
-            # elements shared by the page's tuples (each gets its own list).
-            memo: DecodeMemo = {}
+            # Snapshots of append-encoded lists: decoded once per page; a
+            # growing list's elements are shared by the tuples that hold them
+            # (each gets its own list; records.page_memo).
+            memo = page_memo(memo)
             for row in rows:
                 yield decode_row(serde, self._codec, row, memo, self._appends)
             produced += len(rows)

@@ -75,6 +75,7 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
+    page_memo,
 )
 from tether.backends._sqlbase import (
     BlobCodec,
@@ -576,12 +577,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             return
         produced = 0
         cursor: tuple[str, str, str] | None = None
+        memo: DecodeMemo = {}
         while True:
             page, cursor = self._page(where, params, want, cursor, threads)
             # The page holds stored bytes; each tuple is decoded only when it is
             # reached. Snapshots of append-encoded lists are decoded once per
-            # page and their elements shared by the page's tuples.
-            memo: DecodeMemo = {}
+            # page, and the elements of a growing list shared by the tuples
+            # that hold them (records.page_memo).
+            memo = page_memo(memo)
             for row, versions, blobs, writes in page:
                 yield self._build(row, versions, blobs, writes, memo)
                 produced += 1
