@@ -92,7 +92,11 @@ async def test_prepare_threshold_none_prepares_nothing(threshold: int | None, pg
     """``prepare_threshold=None`` overrides a connection set to prepare everything."""
     with psycopg.connect(pg_dsn, autocommit=True, prepare_threshold=0) as conn:
         saver = PostgresSaver(
-            conn, schema=fresh_schema(), serde=PlainSerializer(), prepare_threshold=threshold
+            conn,
+            schema=fresh_schema(),
+            serde=PlainSerializer(),
+            inline_primitives=True,
+            prepare_threshold=threshold,
         )
         saver.setup()
         for _ in range(3):
@@ -194,6 +198,7 @@ async def test_behind_pgbouncer_in_transaction_mode(
         pipeline=pipeline,
         pool_size=4,
         serde=PlainSerializer(),
+        inline_primitives=True,
     )
     async with saver:
         for _ in range(3):  # past psycopg's default threshold of 5 executions per statement

@@ -31,6 +31,7 @@ there that is one round trip; the records are the same.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -40,11 +41,10 @@ import msgspec
 from tether.backends._delta import (
     AppendTracker,
     Row,
-    array_header,
     join_append,
-    split_array,
     supports,
 )
+from tether.backends._pages import RUN, DecodeMemo, extend_run, part
 from tether.backends._payload import ENCODING_PLAIN, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
@@ -74,7 +74,6 @@ from tether.serde.base import SerializerProtocol
 __all__ = [
     "HEAD_JSON",
     "BlobKey",
-    "DecodeMemo",
     "Fallback",
     "PutPlan",
     "StoredValue",
@@ -86,15 +85,11 @@ __all__ = [
     "decode_writes",
     "encode_put",
     "encode_writes",
-    "page_memo",
 ]
 
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
 """``(type, encoding, payload, base)`` of a value as read back (``base``: see _delta)."""
 
-DecodeMemo: TypeAlias = dict[tuple[str, ...], Any]
-"""What one page of tuples shares: decoded snapshots by value key, and per
-snapshot the longest tail decoded so far (:class:`_Tail`)."""
 
 BlobKey: TypeAlias = tuple[str, str, str, str]
 """``(thread_id, checkpoint_ns, channel, version)``: the key of a stored value."""
@@ -108,6 +103,71 @@ HEAD_JSON = "head+json"
 
 _MISSING: Any = object()
 _encode_json = msgspec.json.encode
+
+
+# --- values kept in the head --------------------------------------------------------------
+
+#: Strings up to this length may be kept inline in the checkpoint head; longer
+#: ones go to value records, where an unchanged value is stored once, not per step.
+INLINE_MAX_CHARS = 256
+
+
+def inline_value(value: Any) -> bool:
+    """Whether a channel value survives the head's JSON exactly (type included).
+
+    One rule for every backend that inlines (Postgres's JSONB, SQLite's JSON
+    text), so a value is kept the same way wherever a thread is copied to.
+    """
+    kind = type(value)
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(-(2**63) <= value < 2**63)  # what SQLite's JSON functions read exactly
+    if kind is str:
+        return len(value) <= INLINE_MAX_CHARS and "\x00" not in value
+    if kind is float:
+        # JSONB stores numerics as decimals: 1e16 would come back as an int and
+        # -0.0 as 0.0, so only plain positional floats stay inline.
+        return (
+            math.isfinite(value)
+            and "e" not in repr(value)
+            and not (value == 0 and math.copysign(1.0, value) < 0)
+        )
+    return False
+
+
+def inline_rule(serde: object, inline_primitives: bool | None) -> Callable[[Any], bool] | None:
+    """A saver's ``inline=`` for :func:`encode_put` from its ``inline_primitives`` option.
+
+    ``None`` (the default): inline only under tether's own MessagePack
+    serializer. Values kept inline never pass through the serializer, so a
+    serializer of the user's own (one that encrypts, say) sees every value.
+    """
+    if inline_primitives is None:
+        inline_primitives = supports(serde)
+    return inline_value if inline_primitives else None
+
+
+def head_inline(head_type: str, head: bytes | str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(channel_versions, inline values)`` of a stored head (nothing for a non-JSON head)."""
+    if head_type != HEAD_JSON:
+        return {}, {}
+    decoded = msgspec.json.decode(head)
+    if type(decoded) is not dict:
+        return {}, {}
+    versions = decoded.get("channel_versions")
+    values = decoded.get("channel_values")
+    return (
+        versions if type(versions) is dict else {},
+        values if type(values) is dict else {},
+    )
+
+
+def with_inline(head: tuple[str, bytes], values: Mapping[str, Any]) -> tuple[str, bytes]:
+    """A planned head with ``values`` (carried over from storage) added to its inline values."""
+    decoded = msgspec.json.decode(head[1])
+    decoded["channel_values"] = {**values, **(decoded.get("channel_values") or {})}
+    return head[0], _encode_json(decoded)
 
 
 # --- what a put stores ---------------------------------------------------------------------
@@ -405,95 +465,6 @@ def decode_head(
         ) from exc
 
 
-_RUN = "run"
-_RAW_ITEMS = msgspec.msgpack.Decoder(list[msgspec.Raw])
-
-
-@dataclass(frozen=True, slots=True)
-class _Run:
-    """A decoded list: its elements' MessagePack bytes, where each ends, the elements."""
-
-    body: bytes
-    ends: list[int]
-    items: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """A snapshot or tail as a page reads it: its elements' bytes and the elements."""
-
-    body: bytes
-    items: Any  # a list, unless the store is damaged (join_append says so)
-
-
-def _part(
-    memo: DecodeMemo,
-    run_key: tuple[str, ...],
-    data: bytes,
-    before: _Part | None,
-    decode: Callable[[bytes], Any],
-) -> _Part:
-    """The elements of an array ``data`` that follows ``before`` (a tail after its
-    snapshot) or starts a value (``before`` None), from the page's run if it has them.
-
-    Tails are cumulative and a new snapshot starts with the old one's elements,
-    so on a page of one thread (newest first) every value of a growing list is
-    a prefix of the first one read: decoding each would cost O(n²) elements
-    over a history. Elements whose bytes equal the run's bytes at the same
-    place, up to an element boundary (MessagePack values are self-delimiting),
-    are the run's elements, shared as a cached snapshot's always were.
-    """
-    split = split_array(data)
-    if split is None:
-        return _Part(b"", decode(data))
-    count, start = split
-    body = data[start:]
-    run: _Run | None = memo.get(run_key)
-    if run is not None and count:
-        first = 0 if before is None else len(before.items)
-        offset = 0 if before is None else len(before.body)
-        if (
-            first + count <= len(run.items)
-            and (first == 0 or run.ends[first - 1] == offset)
-            and run.ends[first + count - 1] == offset + len(body)
-            and run.body.startswith(body, offset)
-        ):
-            return _Part(body, run.items[first : first + count])
-    return _Part(body, decode(data))
-
-
-def page_memo(previous: DecodeMemo | None = None) -> DecodeMemo:
-    """The memo for the next page of a listing: the runs of the previous page.
-
-    A thread's history spans pages; carrying its runs over (not its decoded
-    snapshots) lets the next page share their elements while the memo stays
-    bounded by what one page read.
-    """
-    if not previous:
-        return {}
-    return {k: v for k, v in previous.items() if k[-1] == _RUN}
-
-
-def _extend_run(memo: DecodeMemo, run_key: tuple[str, ...], snapshot: _Part, tail: _Part) -> None:
-    """Make ``snapshot + tail`` the page's run if it is longer than the one it has."""
-    if type(snapshot.items) is not list or type(tail.items) is not list:
-        return
-    run: _Run | None = memo.get(run_key)
-    size = len(snapshot.items) + len(tail.items)
-    if run is not None and size <= len(run.items):
-        return
-    body = snapshot.body + tail.body
-    ends, end = [], 0
-    try:
-        for raw in _RAW_ITEMS.decode(array_header(size) + body):
-            end += len(raw)
-            ends.append(end)
-    except msgspec.DecodeError:
-        return  # bytes some other serializer wrote: nothing is shared
-    if len(ends) == size:  # the serializer decoded one element per array element
-        memo[run_key] = _Run(body, ends, snapshot.items + tail.items)
-
-
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -624,17 +595,17 @@ def assemble(
             else:
                 tag = stored[0]
                 data = plain if plain is not None else bytes_of(stored, channel)
-                found = _part(memo, (tid, ns, channel, _RUN), data, None, plain_value(tag, channel))
+                found = part(memo, (tid, ns, channel, RUN), data, None, plain_value(tag, channel))
                 memo[key] = found
         if memo is None:
             tail = value(blob[0], blob[1], blob[2], channel, None)
             values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
             continue
-        run_key = (tid, ns, channel, _RUN)
+        run_key = (tid, ns, channel, RUN)
         data = bytes_of(blob, channel)
-        part = _part(memo, run_key, data, found, plain_value(blob[0], channel))
-        values[channel] = join_append(found.items, part.items, where=_where(address, channel, None))
-        _extend_run(memo, run_key, found, part)
+        tail = part(memo, run_key, data, found, plain_value(blob[0], channel))
+        values[channel] = join_append(found.items, tail.items, where=_where(address, channel, None))
+        extend_run(memo, run_key, found, tail)
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
         (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))

@@ -36,10 +36,10 @@ from typing import Any
 
 from tether.backends._bridge import InlineAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._payload import BlobCodec
 from tether.backends._records import (
     BlobKey,
-    DecodeMemo,
     StoredValue,
     WriteRecord,
     assemble,
@@ -47,7 +47,6 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
-    page_memo,
 )
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (

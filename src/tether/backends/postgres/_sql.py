@@ -241,7 +241,7 @@ UNION ALL
 SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s,
     jsonb_set(head.cp, '{{channel_values}}', coalesce(
         (SELECT jsonb_object_agg(f.key, f.value) FROM found f WHERE f.value IS NOT NULL),
-        '{{}}'::jsonb) || (head.cp -> 'channel_values')),
+        '{{}}'::jsonb) || coalesce(head.cp -> 'channel_values', '{{}}'::jsonb)),
     %(metadata)s::jsonb,
     (SELECT array_agg(f.key) FROM found f WHERE f.value IS NULL)
 FROM head{gate}

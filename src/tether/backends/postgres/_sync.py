@@ -44,19 +44,18 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
+from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._records import (
-    DecodeMemo,
     decode_writes,
     encode_put,
     encode_writes,
-    page_memo,
+    inline_value,
 )
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
     decode_row,
-    inline_value,
     jsonb,
     put_params,
     write_params,

@@ -62,10 +62,10 @@ from typing import Any
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._records import (
     BlobKey,
-    DecodeMemo,
     PutPlan,
     StoredValue,
     ValueRecord,
@@ -75,7 +75,9 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
-    page_memo,
+    head_inline,
+    inline_rule,
+    with_inline,
 )
 from tether.backends._sqlbase import (
     BlobCodec,
@@ -121,6 +123,7 @@ from tether.backends.sqlite._sql import (
     GET_BY_ID,
     GET_LATEST,
     HAS_BLOB,
+    INLINE_AT,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
     INSERT_WRITE_IGNORE,
@@ -265,6 +268,13 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             :class:`~tether.errors.EncodeError` on write, and a stored one that
             declares more (a tampered compressed value) a
             :class:`~tether.errors.StorageError` on read.
+        inline_primitives: keep small str/int/float/bool/None channel values
+            (:func:`~tether.backends._records.inline_value`) in the checkpoint
+            row's JSON head instead of a value row each, as the Postgres saver
+            does: a small state is one row. ``None`` (default): when the
+            serializer is tether's MessagePack one; inline values never pass
+            through the serializer, so one of your own (that encrypts, say)
+            sees every value unless this is ``True``.
 
     Raises:
         ConfigError: official tables to import (see ``import_official``), or
@@ -290,6 +300,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         read_only: bool = False,
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+        inline_primitives: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if import_official is not None and not isinstance(import_official, bool):
@@ -299,6 +310,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if read_only is True and import_official:
             raise ConfigError("import_official=True writes to the file; it needs read_only=False")
         self.codec = BlobCodec(compress_threshold=compress_threshold, max_value_size=max_value_size)
+        self._inline = inline_rule(self.serde, inline_primitives)
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
@@ -636,7 +648,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         self._check_writable("put")
         # Validate and serialize before taking the write lock: it is the expensive part.
         plan = encode_put(
-            self.serde, self.codec, self._appends, config, checkpoint, metadata, new_versions
+            self.serde,
+            self.codec,
+            self._appends,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            inline=self._inline,
         )
         self._write(self._put, plan, threads=[plan.address.thread_id])
         return plan.address.to_config()
@@ -656,14 +675,15 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         )
         if values:
             conn.executemany(INSERT_BLOB, [_blob_row(tid, ns, v) for v in values])
+        head_type, head_bytes = plan.head
         unstored = None
         if plan.carried:
-            carried = versions_to_json(plan.carried)
-            missing = [r[0] for r in conn.execute(CARRIED_MISSING, (carried, tid, ns))]
+            carried, missing, parent = _resolve_carried(conn, plan, self._conns.where)
+            if carried:
+                head_type, head_bytes = with_inline(plan.head, carried)
             if missing:
-                check_carried(plan, missing, *_parent_promise(conn, plan))
+                check_carried(plan, missing, *parent)
                 unstored = json.dumps(sorted(missing), separators=(",", ":"))
-        head_type, head_bytes = plan.head
         versions_json = versions_to_json(plan.versions)
         meta_json = dumps_json(plan.metadata)
         checksum = row_checksum(
@@ -824,25 +844,58 @@ def _blob_row(tid: str, ns: str, v: ValueRecord) -> tuple[Any, ...]:
     return (tid, ns, v.channel, v.version, v.type, v.encoding, v.base, v.payload, checksum)
 
 
-def _parent_promise(
-    conn: sqlite3.Connection, plan: PutPlan
-) -> tuple[dict[str, str] | None, set[str] | None]:
-    """What the put's parent promised was stored: its versions and the channels it lacked.
+def _resolve_carried(
+    conn: sqlite3.Connection, plan: PutPlan, where: str
+) -> tuple[dict[str, Any], list[str], tuple[dict[str, str] | None, set[str] | None]]:
+    """Where the channels a put does not name are stored, looked up in its transaction.
 
-    ``(None, None)`` when there is no parent row, or it predates the promise
-    (version 4) or is damaged (its own read says so).
+    Never from the caller's ``channel_values`` (the contract). Each is, in
+    this order: inline in the parent's head at the same version (carried into
+    the new head); a blob row at that version (nothing to do); inline in
+    another checkpoint of the namespace at that version (LangGraph's
+    ``__copy__`` fork is put under another parent with ``new_versions={}``);
+    else missing (see :func:`~tether.backends._records.check_carried`).
+
+    Returns:
+        ``(inline values to carry, missing channels, (parent versions, parent
+        unstored))``; the parent's are ``None`` when there is no parent row or
+        it predates the promise (version 4).
+
+    Raises:
+        StorageError: the parent row, whose inline values would be carried,
+            fails its checksum.
     """
-    if plan.parent_id is None:
-        return None, None
     addr = plan.address
-    found = conn.execute(
-        PARENT_PROMISE, (addr.thread_id, addr.checkpoint_ns, plan.parent_id)
-    ).fetchone()
-    if found is None or found[2] is None:
-        return None, None
-    try:
-        versions = loads_json(found[0])
-        lacked = set(loads_json(found[1])) if found[1] else set()
-    except ValueError:
-        return None, None
-    return versions, lacked
+    tid, ns = addr.thread_id, addr.checkpoint_ns
+    rest = dict(plan.carried)
+    carried: dict[str, Any] = {}
+    versions: dict[str, str] | None = None
+    lacked: set[str] | None = None
+    row = None
+    if plan.parent_id is not None:
+        row = conn.execute(PARENT_PROMISE, (tid, ns, plan.parent_id)).fetchone()
+    if row is not None:
+        check_row(row, where)
+        head_versions, inline = head_inline(row[4], row[5])
+        for channel, version in plan.carried.items():
+            if channel in inline and str(head_versions.get(channel)) == version:
+                carried[channel] = inline[channel]
+                del rest[channel]
+        if row[8] is not None:  # its put recorded what it lacked (version 4)
+            try:
+                versions = loads_json(row[6])
+                lacked = set(loads_json(row[9])) if row[9] else set()
+            except ValueError:
+                versions = None
+    if not rest:
+        return carried, [], (versions, lacked)
+    missing = [r[0] for r in conn.execute(CARRIED_MISSING, (versions_to_json(rest), tid, ns))]
+    for channel in list(missing):
+        for found in conn.execute(INLINE_AT, (tid, ns, channel, rest[channel])):
+            check_row(found, where)
+            _, inline = head_inline(found[4], found[5])
+            if channel in inline:
+                carried[channel] = inline[channel]
+                missing.remove(channel)
+                break
+    return carried, missing, (versions, lacked)

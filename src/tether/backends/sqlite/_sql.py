@@ -31,6 +31,7 @@ __all__ = [
     "GET_BY_ID",
     "GET_LATEST",
     "HAS_BLOB",
+    "INLINE_AT",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
     "INSERT_WRITE_IGNORE",
@@ -150,11 +151,23 @@ WHERE NOT EXISTS (
 )
 """
 
-# What the parent of a put promised was stored (its versions, and what it lacked).
+# The parent of a put: the values its head keeps inline, what it promised was
+# stored (its versions, and what it lacked), and its checksum.
 PARENT_PROMISE = (
-    "SELECT channel_versions, unstored, checksum FROM tether_checkpoints "
+    f"SELECT {CHECKPOINT_COLUMNS} FROM tether_checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
+
+# The checkpoints of a namespace, newest first, whose versions give channel ?3
+# version ?4: where a put looks for a value kept inline that its parent does
+# not have (a scan, made only for a channel no blob row holds).
+INLINE_AT = f"""
+SELECT {", ".join("c." + c.strip() for c in CHECKPOINT_COLUMNS.split(","))}
+FROM tether_checkpoints AS c, json_each(c.channel_versions) AS j
+WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.type = 'head+json'
+  AND j.key = ?3 AND j.value = ?4
+ORDER BY c.checkpoint_id DESC
+"""
 
 _WRITE_COLUMNS = (
     "INTO tether_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
