@@ -7,6 +7,8 @@ import zlib
 
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tether.backends._payload import CHECKSUM
 from tether.backends._sqlbase import (
@@ -109,3 +111,25 @@ def test_loads_json_reads_what_the_json_module_reads(text: str) -> None:
             want,
         )
         assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+
+
+def _framed_as_specified(fields: tuple[object, ...]) -> bytes:
+    """The framing stored checksums were computed with (the first implementation)."""
+    texts = ["" if f is None else str(f) for f in fields]
+    lengths = [-1 if f is None else len(t) for f, t in zip(fields, texts, strict=True)]
+    return (":".join(map(str, lengths)) + "|" + "".join(texts)).encode("utf-8", "surrogatepass")
+
+
+@given(
+    st.tuples(
+        st.one_of(st.none(), st.text(), st.integers(), st.binary(max_size=8), st.floats()),
+        st.one_of(st.none(), st.text()),
+        st.one_of(st.none(), st.integers(), st.text(alphabet="\ud800abc")),
+    )
+)
+def test_row_framing_is_what_stored_checksums_used(
+    fields: tuple[object, ...],
+) -> None:
+    from tether.backends._sqlbase import _framed
+
+    assert _framed(fields) == _framed_as_specified(fields)

@@ -155,9 +155,18 @@ def _signed(value: int) -> int:
 
 def _framed(fields: Sequence[str | int | None]) -> bytes:
     """Fields as one byte string, framed by their lengths (-1 for NULL)."""
-    texts = ["" if f is None else str(f) for f in fields]
-    lengths = [-1 if f is None else len(t) for f, t in zip(fields, texts, strict=True)]
-    text = ":".join(map(str, lengths)) + "|" + "".join(texts)
+    # One pass (this runs for every row a read returns): "" and -1 for NULL,
+    # else str(field) and its length in characters.
+    lengths: list[str] = []
+    texts: list[str] = []
+    for f in fields:
+        if f is None:
+            lengths.append("-1")
+            continue
+        t = f if type(f) is str else str(f)
+        texts.append(t)
+        lengths.append(str(len(t)))
+    text = ":".join(lengths) + "|" + "".join(texts)
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate: only in a damaged row
