@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 import zlib
+from typing import Any
 
 import pytest
+import xxhash
 import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
@@ -133,3 +135,46 @@ def test_row_framing_is_what_stored_checksums_used(
     from tether.backends._sqlbase import _framed
 
     assert _framed(fields) == _framed_as_specified(fields)
+
+
+_TEXT = st.text(alphabet=st.characters(codec="utf-8") | st.just("\ud800"), max_size=12)
+_FIELD = st.one_of(st.none(), _TEXT, st.integers(), st.booleans(), st.binary(max_size=4))
+
+
+@given(
+    st.one_of(_TEXT, _FIELD),
+    st.one_of(_TEXT, _FIELD),
+    st.one_of(_TEXT, _FIELD),
+    st.one_of(st.integers(-1, 7), _FIELD),
+    st.one_of(st.none(), _TEXT, _FIELD),
+    st.one_of(st.none(), st.binary(max_size=12)),
+)
+def test_value_checksums_are_what_stored_rows_hold(
+    channel: Any, version: Any, type_: Any, encoding: Any, base: Any, payload: Any
+) -> None:
+    from tether.backends._sqlbase import _payload_digest, _signed, value_checksum
+
+    try:
+        digest = _payload_digest(encoding, payload)
+    except TypeError:
+        return  # a damaged row: refused either way
+    want = _framed_as_specified((channel, version, type_, encoding, base)) + digest
+    assert value_checksum(channel, version, type_, encoding, base, payload) == _signed(
+        xxhash.xxh3_64_intdigest(want)
+    )
+
+
+@given(
+    st.lists(st.one_of(_TEXT, _FIELD), min_size=7, max_size=7),
+    st.one_of(st.none(), st.binary(max_size=12)),
+)
+def test_write_checksums_are_what_stored_rows_hold(fields: list[Any], payload: Any) -> None:
+    from tether.backends._sqlbase import _payload_digest, _signed, write_checksum
+
+    encoding = fields[6]
+    try:
+        digest = _payload_digest(encoding, payload)
+    except TypeError:
+        return
+    want = _framed_as_specified(tuple(fields)) + digest
+    assert write_checksum(*fields, payload) == _signed(xxhash.xxh3_64_intdigest(want))
