@@ -42,6 +42,7 @@ from tether.backends._payload import ENCODING_PLAIN, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -66,8 +67,10 @@ from tether.serde.base import SerializerProtocol
 
 __all__ = [
     "HEAD_JSON",
+    "Ancestor",
     "BlobKey",
     "DecodeMemo",
+    "DeltaWalk",
     "Fallback",
     "PutPlan",
     "StoredValue",
@@ -76,9 +79,13 @@ __all__ = [
     "assemble",
     "check_carried",
     "decode_head",
+    "decode_values",
     "decode_writes",
+    "delta_history",
     "encode_put",
     "encode_writes",
+    "seeds_at",
+    "walk_delta",
 ]
 
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
@@ -396,6 +403,100 @@ def decode_head(
         ) from exc
 
 
+def _decode(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    address: Address,
+    tag: str,
+    encoding: int,
+    payload: bytes | None,
+    channel: str,
+    task_id: str | None = None,
+) -> Any:
+    """One stored value or write, decoded; a failure names thread, namespace,
+    checkpoint, channel (and task)."""
+    # The common case (plain bytes) goes straight to the serializer; the
+    # error path still names thread, namespace, checkpoint and channel.
+    if encoding == ENCODING_PLAIN and type(payload) is bytes:
+        try:
+            return serde.loads_typed((tag, payload))
+        except DecodeError:
+            pass  # decode again below, where the error gets its context
+    return codec.decode(
+        serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+    )
+
+
+def decode_values(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    *,
+    address: Address,
+    versions: Mapping[str, str],
+    blobs: Mapping[BlobKey, StoredValue],
+    values: dict[str, Any],
+    memo: DecodeMemo | None = None,
+    appends: AppendTracker | None = None,
+    unstored: Collection[str] | None = (),
+) -> dict[str, Any]:
+    """A checkpoint's channel values: ``values`` (those kept inline, returned with
+    the others added) and the stored value of every other channel of ``versions``.
+
+    The arguments are :func:`assemble`'s. A channel stored as empty is left
+    out; one without a stored value is left out when ``unstored`` names it
+    (or is ``None``) and is damage otherwise.
+
+    Raises:
+        StorageError: a value, or the snapshot an append tail extends, is missing.
+        DecodeError: a stored value cannot be decoded (thread, namespace,
+            checkpoint and channel named).
+    """
+    tid, ns = address.thread_id, address.checkpoint_ns
+    for channel, version in versions.items():
+        if channel in values:
+            continue  # kept inline
+        blob = blobs.get((tid, ns, channel, version))
+        if blob is None:
+            if unstored is None or channel in unstored:
+                continue  # never stored: absent, as the put was given it
+            raise _lost(address, channel, version)
+        if blob[0] == EMPTY_TAG:
+            continue
+        base = blob[3]
+        if base is None:
+            values[channel] = _decode(serde, codec, address, *blob[:3], channel)
+            continue
+        key = (tid, ns, channel, base)
+        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if snapshot is _MISSING:
+            stored = blobs.get(key)
+            if stored is None:
+                raise StorageError(
+                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
+                    "extends is missing; the store is damaged"
+                )
+            plain = None
+            if appends is not None and stored[1] != ENCODING_PLAIN:
+                plain = appends.known((tid, ns, channel), base)
+            if plain is not None:
+                snapshot = _decode(serde, codec, address, stored[0], ENCODING_PLAIN, plain, channel)
+            else:
+                snapshot = _decode(serde, codec, address, *stored[:3], channel)
+            if memo is not None:
+                memo[key] = snapshot
+        tail = _decode(serde, codec, address, *blob[:3], channel)
+        values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+    return values
+
+
+def _lost(address: Address, channel: str, version: str) -> StorageError:
+    return StorageError(
+        f"the value {_where(address, channel, None)} at version {version!r} is "
+        "missing: the checkpoint names it and its row is gone; the store is damaged "
+        "(restore it from a backup)"
+    )
+
+
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -459,65 +560,24 @@ def assemble(
     if versions is None:
         stored = checkpoint.get("channel_versions") or {}
         versions = {str(k): str(v) for k, v in stored.items()}
-    loads = serde.loads_typed
-
-    def value(
-        tag: str, encoding: int, payload: bytes | None, channel: str, task_id: str | None
-    ) -> Any:
-        # The common case (plain bytes) goes straight to the serializer; the
-        # error path still names thread, namespace, checkpoint and channel.
-        if encoding == ENCODING_PLAIN and type(payload) is bytes:
-            try:
-                return loads((tag, payload))
-            except DecodeError:
-                pass  # decode again below, where the error gets its context
-        return codec.decode(
-            serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
-        )
-
-    values: dict[str, Any] = checkpoint.get("channel_values") or {}
-    tid, ns = address.thread_id, address.checkpoint_ns
-    for channel, version in versions.items():
-        if channel in values:
-            continue  # kept inline
-        blob = blobs.get((tid, ns, channel, version))
-        if blob is None:
-            if unstored is None or channel in unstored:
-                continue  # never stored: absent, as the put was given it
-            raise StorageError(
-                f"the value {_where(address, channel, None)} at version {version!r} is "
-                "missing: the checkpoint names it and its row is gone; the store is damaged "
-                "(restore it from a backup)"
-            )
-        if blob[0] == EMPTY_TAG:
-            continue
-        base = blob[3]
-        if base is None:
-            values[channel] = value(blob[0], blob[1], blob[2], channel, None)
-            continue
-        key = (tid, ns, channel, base)
-        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
-        if snapshot is _MISSING:
-            stored = blobs.get(key)
-            if stored is None:
-                raise StorageError(
-                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
-                    "extends is missing; the store is damaged"
-                )
-            plain = None
-            if appends is not None and stored[1] != ENCODING_PLAIN:
-                plain = appends.known((tid, ns, channel), base)
-            if plain is not None:
-                snapshot = value(stored[0], ENCODING_PLAIN, plain, channel, None)
-            else:
-                snapshot = value(stored[0], stored[1], stored[2], channel, None)
-            if memo is not None:
-                memo[key] = snapshot
-        tail = value(blob[0], blob[1], blob[2], channel, None)
-        values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+    values = decode_values(
+        serde,
+        codec,
+        address=address,
+        versions=versions,
+        blobs=blobs,
+        values=checkpoint.get("channel_values") or {},
+        memo=memo,
+        appends=appends,
+        unstored=unstored,
+    )
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
-        (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))
+        (
+            w.task_id,
+            w.channel,
+            _decode(serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id),
+        )
         for w in writes
     ]
     parent = address.with_id(parent_id).to_config() if parent_id else None
@@ -528,3 +588,187 @@ def assemble(
         parent_config=parent,
         pending_writes=pending,
     )
+
+
+# --- LangGraph DeltaChannel history -------------------------------------------------------------
+#
+# LangGraph rebuilds a DeltaChannel value that a checkpoint does not store from
+# the checkpoint's ancestors (``get_delta_channel_history``): their pending
+# writes to the channel, back to the nearest ancestor that stores a value for
+# it (the seed). Its default walks ``get_tuple`` once per ancestor; a backend
+# answers instead in one round trip, giving :func:`walk_delta` the ancestors
+# it fetched, and :func:`delta_history` decodes what the walk kept. The walk
+# decides "stores a value" by the rules of :func:`decode_values`, so the
+# result is what the default walk over this backend's ``get_tuple`` returns.
+
+
+@dataclass(frozen=True, slots=True)
+class Ancestor:
+    """One checkpoint on the walk, as :func:`walk_delta` needs it."""
+
+    checkpoint_id: str
+    parent_id: str | None
+    versions: Mapping[str, str]  # channel -> version (text), the walked channels' at least
+    inline: Mapping[str, Any]  # values kept inline in the head (Postgres); else empty
+    unstored: Collection[str] | None  # as for decode_values
+    writes: Sequence[WriteRecord]  # its pending writes to the walked channels, in S2.4 order
+
+
+@dataclass(slots=True)
+class DeltaWalk:
+    """What :func:`walk_delta` found, still encoded."""
+
+    channels: list[str]
+    # per channel, its writes, each with the checkpoint it is stored on, oldest first
+    writes: dict[str, list[tuple[Address, WriteRecord]]]
+    # per channel with a seed: the ancestor, and the version stored there (None: inline)
+    seeds: dict[str, tuple[Address, str | None]]
+    # the inline seeds' values (Postgres)
+    inline: dict[str, Any]
+
+
+def seeds_at(
+    address: Address,
+    ancestor: Ancestor,
+    channels: Collection[str],
+    stored: Callable[[str, str], StoredValue | None],
+) -> dict[str, str | None]:
+    """Which of ``channels`` the checkpoint at ``address`` stores a value for (a seed):
+    channel -> its version (``None``: kept inline).
+
+    ``stored(channel, version)`` is the value record the backend holds, if any.
+    The rules are :func:`decode_values`': a channel kept inline or with a
+    stored value that is not empty has one; a channel without a version, or
+    that the put recorded as unstored, has none.
+
+    Raises:
+        StorageError: the checkpoint names a value whose record is gone.
+    """
+    out: dict[str, str | None] = {}
+    for channel in channels:
+        if channel in ancestor.inline:
+            out[channel] = None
+            continue
+        version = ancestor.versions.get(channel)
+        if version is None:
+            continue
+        blob = stored(channel, version)
+        if blob is None:
+            if ancestor.unstored is None or channel in ancestor.unstored:
+                continue
+            raise _lost(address, channel, version)
+        if blob[0] != EMPTY_TAG:
+            out[channel] = version
+    return out
+
+
+def walk_delta(
+    target: Address,
+    parent_id: str | None,
+    channels: Sequence[str],
+    ancestor: Callable[[str], Ancestor | None],
+    stored: Callable[[str, str], StoredValue | None],
+) -> DeltaWalk:
+    """Walk the parents of the checkpoint ``target`` for the writes and seeds of ``channels``.
+
+    As LangGraph's default ``get_delta_channel_history``: the target's own
+    writes and values are not read; from its parent (``parent_id``) on, each
+    ancestor gives its writes to the channels still walked, then every such
+    channel it stores a value for is seeded there and stops. The walk ends
+    when every channel is seeded, at a root, or at a checkpoint met again (a
+    checkpoint put again under one of its descendants makes a loop; the
+    official savers stop there too). ``ancestor(checkpoint_id)`` is the
+    backend's record of a checkpoint, ``None`` when it has none.
+
+    Raises:
+        StorageError: a parent on the walk is missing (a prune or a deletion cut
+            the chain, so the channels would read back short), or an ancestor
+            names a value whose record is gone.
+    """
+    remaining = list(dict.fromkeys(channels))
+    walk = DeltaWalk(remaining.copy(), {c: [] for c in remaining}, {}, {})
+    blocks: dict[str, list[list[tuple[Address, WriteRecord]]]] = {c: [] for c in remaining}
+    seen: set[str] = set()
+    child, cursor = target, parent_id
+    while cursor is not None and remaining and cursor not in seen:
+        seen.add(cursor)
+        found = ancestor(cursor)
+        at = target.with_id(cursor)
+        if found is None:
+            raise _cut(target, child, at, remaining)
+        for channel in remaining:
+            mine = [(at, w) for w in found.writes if w.channel == channel]
+            if mine:
+                blocks[channel].append(mine)
+        for channel, version in seeds_at(at, found, remaining, stored).items():
+            walk.seeds[channel] = (at, version)
+            if version is None:
+                walk.inline[channel] = found.inline[channel]
+            remaining.remove(channel)
+        child, cursor = at, found.parent_id
+    for channel, groups in blocks.items():
+        walk.writes[channel] = [w for group in reversed(groups) for w in group]
+    return walk
+
+
+def _cut(target: Address, child: Address, parent: Address, channels: Sequence[str]) -> StorageError:
+    ns = f" (namespace {target.checkpoint_ns!r})" if target.checkpoint_ns else ""
+    return StorageError(
+        f"checkpoint {parent.checkpoint_id!r} of thread {target.thread_id!r}{ns}, the parent "
+        f"of checkpoint {child.checkpoint_id!r}, is missing: checkpoint "
+        f"{target.checkpoint_id!r} rebuilds channel(s) {', '.join(map(repr, channels))} "
+        "(LangGraph DeltaChannel) from the writes of its ancestors back to a stored value, "
+        "and without it they would read back short. A prune or delete that knew nothing "
+        "of the graph removed it (the drop-in savers' prune keeps it); restore the thread "
+        "from a backup, or delete it"
+    )
+
+
+def delta_history(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    walk: DeltaWalk,
+    blobs: Mapping[BlobKey, StoredValue],
+    appends: AppendTracker | None = None,
+) -> dict[str, ChannelHistory]:
+    """The walk's writes and seeds, decoded: LangGraph's ``get_delta_channel_history``.
+
+    ``blobs`` holds the seeds' value records, with the snapshots append tails
+    among them extend.
+
+    Raises:
+        StorageError: a seed's record, or the snapshot it extends, is missing.
+        DecodeError: a write or a seed cannot be decoded (thread, namespace,
+            checkpoint, channel named).
+    """
+    out: dict[str, ChannelHistory] = {}
+    for channel in walk.channels:
+        entry: ChannelHistory = {
+            "writes": [
+                (
+                    w.task_id,
+                    channel,
+                    _decode(serde, codec, at, w.type, w.encoding, w.value, channel, w.task_id),
+                )
+                for at, w in walk.writes[channel]
+            ]
+        }
+        seed = walk.seeds.get(channel)
+        if seed is not None:
+            at, version = seed
+            if version is None:
+                entry["seed"] = walk.inline[channel]
+            else:
+                value = decode_values(
+                    serde,
+                    codec,
+                    address=at,
+                    versions={channel: version},
+                    blobs=blobs,
+                    values={},
+                    appends=appends,
+                    unstored=(),
+                )
+                entry["seed"] = value[channel]
+        out[channel] = entry
+    return out
