@@ -50,6 +50,7 @@ from tether.checkpoint import (
     Config,
     PendingWrite,
     StoredWrite,
+    text_problem,
 )
 from tether.contract import (
     EMPTY,
@@ -67,6 +68,7 @@ from tether.serde.base import SerializerProtocol
 
 __all__ = [
     "HEAD_JSON",
+    "MAX_WALKED",
     "Ancestor",
     "BlobKey",
     "DecodeMemo",
@@ -86,6 +88,7 @@ __all__ = [
     "encode_writes",
     "seeds_at",
     "walk_delta",
+    "walked_channels",
 ]
 
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
@@ -600,6 +603,20 @@ def assemble(
 # it fetched, and :func:`delta_history` decodes what the walk kept. The walk
 # decides "stores a value" by the rules of :func:`decode_values`, so the
 # result is what the default walk over this backend's ``get_tuple`` returns.
+
+
+#: Channels a backend's one statement walks (bits of a 64-bit integer).
+MAX_WALKED = 62
+
+
+def walked_channels(channels: Sequence[str]) -> list[str] | None:
+    """``channels`` without repeats, as a backend's walk takes them; ``None`` when
+    they are more than it walks at once, or a name no stored row can hold (the
+    caller then leaves the walk to LangGraph's ``get_tuple`` loop)."""
+    names = list(dict.fromkeys(channels))
+    if len(names) > MAX_WALKED or any(text_problem(c) for c in names):
+        return None
+    return names
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,9 +44,18 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
-from tether.backends._records import DecodeMemo, decode_writes, encode_put, encode_writes
+from tether.backends._records import (
+    DecodeMemo,
+    decode_writes,
+    delta_history,
+    encode_put,
+    encode_writes,
+    walk_delta,
+    walked_channels,
+)
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
+from tether.backends.postgres import _history as history
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
     decode_row,
@@ -68,6 +77,7 @@ from tether.backends.postgres._leases import (
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -315,6 +325,33 @@ class _PostgresCore:
             params = (addr.thread_id, addr.checkpoint_ns)
         rows = self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
         return decode_row(serde, self._codec, rows[0], None, self._appends) if rows else None
+
+    def delta_history(
+        self, serde: SerializerProtocol, config: Config, channels: Sequence[str]
+    ) -> dict[str, ChannelHistory] | None:
+        """LangGraph's ``get_delta_channel_history`` in one statement (see ``_history``)."""
+        target = Address.from_config(config, bounded=False)
+        names = walked_channels(channels)
+        if not names:
+            return names if names is None else {}
+        query = self._sql.history.text(len(names), target.checkpoint_id is None)
+        rows = self._fetchall(
+            f"get_delta_channel_history of thread {target.thread_id!r}",
+            query,
+            history.params(target, names),
+        )
+        walked = history.Walked(rows, target, names)
+        if walked.target is None:
+            return {c: {"writes": []} for c in names}
+        cid, parent = walked.target
+        walk = walk_delta(
+            target.with_id(cid),
+            parent,
+            names,
+            walked.ancestors.get,
+            lambda channel, version: walked.stored.get((channel, version)),
+        )
+        return delta_history(serde, self._codec, walk, walked.blobs, self._appends)
 
     def get_writes(self, serde: SerializerProtocol, config: Config) -> list[StoredWrite]:
         addr = checkpoint_address(config, "get_writes")

@@ -46,10 +46,7 @@ from tether.backends.sqlite._rows import (
 from tether.backends.sqlite._sql import CHECKPOINT_COLUMNS
 from tether.contract import EMPTY_TAG
 
-__all__ = ["MAX_CHANNELS", "Walked", "params", "path_safe", "statement"]
-
-#: Channels one statement walks (bits of a 64-bit integer); more: LangGraph's own walk.
-MAX_CHANNELS = 62
+__all__ = ["Walked", "params", "path_safe", "statement"]
 
 # States of a channel at a walked checkpoint (the s<i> columns).
 _NONE, _EMPTY, _VALUE, _NO_ROW = 0, 1, 2, 3

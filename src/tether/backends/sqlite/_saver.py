@@ -77,6 +77,7 @@ from tether.backends._records import (
     encode_put,
     encode_writes,
     walk_delta,
+    walked_channels,
 )
 from tether.backends._sqlbase import (
     BlobCodec,
@@ -143,7 +144,6 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     StoredWrite,
-    text_problem,
 )
 from tether.contract import (
     check_list_args,
@@ -524,11 +524,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         one statement walks, or a name no row can hold.
         """
         target = Address.from_config(config, bounded=False)
-        names = _List(dict.fromkeys(channels))
+        names = walked_channels(channels)
         if not names:
-            return {}
-        if len(names) > history.MAX_CHANNELS or any(text_problem(c) for c in names):
-            return None
+            return names if names is None else {}
         tid = target.thread_id
         sql = history.statement(
             tuple(history.path_safe(c) for c in names), target.checkpoint_id is None
