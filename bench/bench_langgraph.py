@@ -19,6 +19,15 @@ saver could reach.
 
 Bytes stored: SQLite ``page_count * page_size``; Postgres the total relation
 size of the store's tables. Ratio = official / tether.
+
+The DeltaChannel chat (``delta`` rows): the same chat with its messages in
+LangGraph's beta ``DeltaChannel`` (stored as a ``_DeltaSnapshot`` every
+``snapshot_frequency`` = 100 updates, rebuilt from the ancestors' writes in
+between), N = 300 invokes in ``sync`` durability on the in-memory, SQLite and
+Postgres savers, official vs tether invoked in turns: ms per invoke (median;
+each invoke rebuilds the channel once, ``get_delta_channel_history``) and
+the full ``get_state_history`` of the thread (each of its ~900 checkpoints
+rebuilds it; median of 3 listings taken in turns).
 """
 
 from __future__ import annotations
@@ -30,13 +39,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver as OfficialInMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
@@ -44,8 +54,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from psycopg.rows import dict_row
 
-from bench._workloads import interleave, ratio
-from tether.langgraph import PostgresSaver, SqliteSaver
+from bench._workloads import alternate, interleave, ratio
+from tether.langgraph import InMemorySaver, PostgresSaver, SqliteSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DSN = os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -66,6 +76,86 @@ def _graph(saver: Any) -> Any:
     g.add_edge(START, "answer")
     g.add_edge("answer", END)
     return g.compile(checkpointer=saver)
+
+
+def _add_batch(state: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
+    """``add_messages`` over a batch of writes, as DeltaChannel replays them."""
+    for write in writes:
+        state = add_messages(state, write)  # type: ignore[assignment]
+    return state
+
+
+class DeltaChat(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_add_batch)]
+
+
+def _delta_answer(state: DeltaChat) -> dict[str, Any]:
+    return {"messages": [AIMessage(f"noted ({len(state['messages'])} so far)")]}
+
+
+def _delta_graph(saver: Any) -> Any:
+    g = StateGraph(DeltaChat)
+    g.add_node("answer", _delta_answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile(checkpointer=saver)
+
+
+def _drive_delta(savers: dict[str, Any], n: int) -> dict[str, dict[str, float]]:
+    """The DeltaChannel chat: ms per invoke (in turns), then full-history listings (in turns)."""
+    cfg = {"configurable": {"thread_id": "delta-chat"}}
+    graphs = {name: _delta_graph(saver) for name, saver in savers.items()}
+
+    def steps(graph: Any) -> Iterator[float]:
+        for i in range(n):
+            t0 = time.perf_counter()
+            graph.invoke({"messages": [HumanMessage(f"{i}: {TEXT}")]}, cfg, durability="sync")
+            yield time.perf_counter() - t0
+        assert len(graph.get_state(cfg).values["messages"]) == 2 * n
+
+    times = interleave({name: steps(graph) for name, graph in graphs.items()})
+    history = alternate(
+        {name: lambda g=graph: list(g.get_state_history(cfg)) for name, graph in graphs.items()},
+        3,
+    )
+    return {
+        name: {"invoke": statistics.median(ts) * 1000, "history": history[name]}
+        for name, ts in times.items()
+    }
+
+
+def _delta_rows(store: str, ms: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    return [
+        _row(store, "sync", f"delta: {m}", ms["tether"][key], ms["langgraph"][key])
+        for m, key in (("ms_per_invoke", "invoke"), ("ms_full_history", "history"))
+    ]
+
+
+def run_delta(quick: bool = False) -> list[dict[str, Any]]:
+    """The DeltaChannel chat on the three backends (see the module doc)."""
+    n = 40 if quick else 300
+    rows = _delta_rows(
+        "memory", _drive_delta({"tether": InMemorySaver(), "langgraph": OfficialInMemorySaver()}, n)
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = sqlite3.connect(Path(tmp) / "official.db", check_same_thread=False)
+        official = OfficialSqliteSaver(conn)
+        official.setup()
+        with SqliteSaver.from_conn_string(str(Path(tmp) / "tether.db")) as saver:
+            rows += _delta_rows("sqlite", _drive_delta({"tether": saver, "langgraph": official}, n))
+        conn.close()
+    official_db, tether_db = "tether_bench_delta_official", "tether_bench_delta_tether"
+    with _database(official_db) as ourl, _database(tether_db) as turl:
+        with (
+            psycopg.connect(ourl, autocommit=True, prepare_threshold=0, row_factory=dict_row) as pg,
+            PostgresSaver.from_conn_string(turl) as saver,
+        ):
+            official_pg = OfficialPostgresSaver(pg)  # type: ignore[arg-type]
+            official_pg.setup()
+            saver.setup()
+            ms = _drive_delta({"tether": saver, "langgraph": official_pg}, n)
+        rows += _delta_rows("postgres", ms)
+    return rows
 
 
 def _drive(savers: dict[str, Any], n: int, durability: str) -> dict[str, float]:
@@ -174,6 +264,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             timed["floor"] = round(ms["floor"], 3)
             rows.append(timed)
             rows.append(_row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl)))
+    rows += run_delta(quick)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langgraph.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
     return rows
@@ -182,4 +273,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     from bench.__main__ import table
 
-    print(table(run(quick="--quick" in sys.argv)))
+    runner = run_delta if "--delta" in sys.argv else run
+    print(table(runner(quick="--quick" in sys.argv)))

@@ -17,7 +17,9 @@ import pytest
 
 from tether import PostgresSaver, make_config
 from tether.backends.postgres._codec import jsonb
+from tether.backends.postgres._history import params as history_params
 from tether.backends.postgres._sql import Statements
+from tether.checkpoint import Address
 
 from .conftest import PlainSerializer, fresh_schema
 from .helpers import chain, checkpoint
@@ -177,6 +179,14 @@ def _queries(sql: Statements) -> dict[str, tuple[str, Any]]:
         "prune: writes sweep": (sql.sweep_writes, threads),
         "prune: blobs sweep": (sql.sweep_blobs, threads),
         "prune delete": (sql.prune_all, threads),
+        "delta history, one channel, by id": (
+            sql.history.text(1, latest=False),
+            history_params(Address("t5", "", "c000040"), ["messages"]),
+        ),
+        "delta history, two channels, latest": (
+            sql.history.text(2, latest=True),
+            history_params(Address("t5"), ["messages", "step"]),
+        ),
     }
 
 

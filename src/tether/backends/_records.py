@@ -82,6 +82,8 @@ __all__ = [
     "assemble",
     "check_carried",
     "decode_head",
+    "decode_stored",
+    "decode_values",
     "decode_writes",
     "encode_put",
     "encode_writes",
@@ -465,6 +467,134 @@ def decode_head(
         ) from exc
 
 
+def decode_stored(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    address: Address,
+    tag: str,
+    encoding: int,
+    payload: bytes | None,
+    channel: str,
+    task_id: str | None = None,
+) -> Any:
+    """One stored value or write, decoded; a failure names thread, namespace,
+    checkpoint, channel (and task)."""
+    # The common case (plain bytes) goes straight to the serializer; the
+    # error path still names thread, namespace, checkpoint and channel.
+    if encoding == ENCODING_PLAIN and type(payload) is bytes:
+        try:
+            return serde.loads_typed((tag, payload))
+        except DecodeError:
+            pass  # decode again below, where the error gets its context
+    return codec.decode(
+        serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+    )
+
+
+def decode_values(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    *,
+    address: Address,
+    versions: Mapping[str, str],
+    blobs: Mapping[BlobKey, StoredValue],
+    values: dict[str, Any],
+    memo: DecodeMemo | None = None,
+    appends: AppendTracker | None = None,
+    unstored: Collection[str] | None = (),
+) -> dict[str, Any]:
+    """A checkpoint's channel values: ``values`` (those kept inline, returned with
+    the others added) and the stored value of every other channel of ``versions``.
+
+    The arguments are :func:`assemble`'s. A channel stored as empty is left
+    out; one without a stored value is left out when ``unstored`` names it
+    (or is ``None``) and is damage otherwise.
+
+    Raises:
+        StorageError: a value, or the snapshot an append tail extends, is missing.
+        DecodeError: a stored value cannot be decoded (thread, namespace,
+            checkpoint and channel named).
+    """
+    tid, ns = address.thread_id, address.checkpoint_ns
+    for channel, version in versions.items():
+        if channel in values:
+            continue  # kept inline
+        blob = blobs.get((tid, ns, channel, version))
+        if blob is None:
+            if unstored is None or channel in unstored:
+                continue  # never stored: absent, as the put was given it
+            raise lost_value(address, channel, version)
+        if blob[0] == EMPTY_TAG:
+            continue
+        base = blob[3]
+        if base is None:
+            values[channel] = decode_stored(serde, codec, address, *blob[:3], channel)
+            continue
+        key = (tid, ns, channel, base)
+        found = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if found is _MISSING:
+            stored = blobs.get(key)
+            if stored is None:
+                raise StorageError(
+                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
+                    "extends is missing; the store is damaged"
+                )
+            plain = None
+            if appends is not None and stored[1] != ENCODING_PLAIN:
+                plain = appends.known((tid, ns, channel), base)
+            if memo is None:
+                if plain is not None:
+                    snapshot = decode_stored(
+                        serde, codec, address, stored[0], ENCODING_PLAIN, plain, channel
+                    )
+                else:
+                    snapshot = decode_stored(serde, codec, address, *stored[:3], channel)
+                tail = decode_stored(serde, codec, address, *blob[:3], channel)
+                values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+                continue
+            data = plain if plain is not None else _bytes_of(codec, address, stored, channel)
+            found = part(
+                memo,
+                (tid, ns, channel, RUN),
+                data,
+                None,
+                _plain(serde, codec, address, stored[0], channel),
+            )
+            memo[key] = found
+        assert memo is not None
+        # A listing: the elements of a growing list are shared (_pages).
+        run_key = (tid, ns, channel, RUN)
+        data = _bytes_of(codec, address, blob, channel)
+        tail_part = part(
+            memo, run_key, data, found, _plain(serde, codec, address, blob[0], channel)
+        )
+        values[channel] = join_append(
+            found.items, tail_part.items, where=_where(address, channel, None)
+        )
+        extend_run(memo, run_key, found, tail_part)
+    return values
+
+
+def _bytes_of(codec: BlobCodec, address: Address, stored: StoredValue, channel: str) -> bytes:
+    """A stored value's serializer bytes (its checksum checked, decompressed)."""
+    return codec.decode_bytes(stored[1], stored[2], where=lambda: _where(address, channel, None))
+
+
+def _plain(
+    serde: SerializerProtocol, codec: BlobCodec, address: Address, tag: str, channel: str
+) -> Callable[[bytes], Any]:
+    """Decoding of a value's plain bytes, errors named as :func:`_decode` names them."""
+    return lambda data: decode_stored(serde, codec, address, tag, ENCODING_PLAIN, data, channel)
+
+
+def lost_value(address: Address, channel: str, version: str) -> StorageError:
+    return StorageError(
+        f"the value {_where(address, channel, None)} at version {version!r} is "
+        "missing: the checkpoint names it and its row is gone; the store is damaged "
+        "(restore it from a backup)"
+    )
+
+
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -528,87 +658,24 @@ def assemble(
     if versions is None:
         stored = checkpoint.get("channel_versions") or {}
         versions = {str(k): str(v) for k, v in stored.items()}
-    loads = serde.loads_typed
-
-    def value(
-        tag: str, encoding: int, payload: bytes | None, channel: str, task_id: str | None
-    ) -> Any:
-        # The common case (plain bytes) goes straight to the serializer; the
-        # error path still names thread, namespace, checkpoint and channel.
-        if encoding == ENCODING_PLAIN and type(payload) is bytes:
-            try:
-                return loads((tag, payload))
-            except DecodeError:
-                pass  # decode again below, where the error gets its context
-        return codec.decode(
-            serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
-        )
-
-    def bytes_of(stored: StoredValue, channel: str) -> bytes:
-        return codec.decode_bytes(
-            stored[1], stored[2], where=lambda: _where(address, channel, None)
-        )
-
-    def plain_value(tag: str, channel: str) -> Callable[[bytes], Any]:
-        return lambda data: value(tag, ENCODING_PLAIN, data, channel, None)
-
-    values: dict[str, Any] = checkpoint.get("channel_values") or {}
-    tid, ns = address.thread_id, address.checkpoint_ns
-    for channel, version in versions.items():
-        if channel in values:
-            continue  # kept inline
-        blob = blobs.get((tid, ns, channel, version))
-        if blob is None:
-            if unstored is None or channel in unstored:
-                continue  # never stored: absent, as the put was given it
-            raise StorageError(
-                f"the value {_where(address, channel, None)} at version {version!r} is "
-                "missing: the checkpoint names it and its row is gone; the store is damaged "
-                "(restore it from a backup)"
-            )
-        if blob[0] == EMPTY_TAG:
-            continue
-        base = blob[3]
-        if base is None:
-            values[channel] = value(blob[0], blob[1], blob[2], channel, None)
-            continue
-        key = (tid, ns, channel, base)
-        found = memo.get(key, _MISSING) if memo is not None else _MISSING
-        if found is _MISSING:
-            stored = blobs.get(key)
-            if stored is None:
-                raise StorageError(
-                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
-                    "extends is missing; the store is damaged"
-                )
-            plain = None
-            if appends is not None and stored[1] != ENCODING_PLAIN:
-                plain = appends.known((tid, ns, channel), base)
-            if memo is None:
-                snapshot = value(
-                    stored[0],
-                    ENCODING_PLAIN if plain is not None else stored[1],
-                    plain if plain is not None else stored[2],
-                    channel,
-                    None,
-                )
-            else:
-                tag = stored[0]
-                data = plain if plain is not None else bytes_of(stored, channel)
-                found = part(memo, (tid, ns, channel, RUN), data, None, plain_value(tag, channel))
-                memo[key] = found
-        if memo is None:
-            tail = value(blob[0], blob[1], blob[2], channel, None)
-            values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
-            continue
-        run_key = (tid, ns, channel, RUN)
-        data = bytes_of(blob, channel)
-        tail = part(memo, run_key, data, found, plain_value(blob[0], channel))
-        values[channel] = join_append(found.items, tail.items, where=_where(address, channel, None))
-        extend_run(memo, run_key, found, tail)
+    values = decode_values(
+        serde,
+        codec,
+        address=address,
+        versions=versions,
+        blobs=blobs,
+        values=checkpoint.get("channel_values") or {},
+        memo=memo,
+        appends=appends,
+        unstored=unstored,
+    )
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
-        (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))
+        (
+            w.task_id,
+            w.channel,
+            decode_stored(serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id),
+        )
         for w in writes
     ]
     parent = address.with_id(parent_id).to_config() if parent_id else None

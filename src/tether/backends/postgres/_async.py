@@ -49,7 +49,13 @@ from tether.backends._records import (
     inline_value,
 )
 from tether.backends._sqlbase import BlobCodec
+from tether.backends._walk import (
+    delta_history,
+    walk_delta,
+    walked_channels,
+)
 from tether.backends.postgres import _arrays as arrays
+from tether.backends.postgres import _history as history
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
     decode_row,
@@ -70,6 +76,7 @@ from tether.backends.postgres._leases import (
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -323,6 +330,33 @@ class _AsyncPostgresCore:
             params = (addr.thread_id, addr.checkpoint_ns)
         rows = await self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
         return decode_row(serde, self._codec, rows[0], None, self._appends) if rows else None
+
+    async def adelta_history(
+        self, serde: SerializerProtocol, config: Config, channels: Sequence[str]
+    ) -> dict[str, ChannelHistory] | None:
+        """LangGraph's ``get_delta_channel_history`` in one statement (see ``_history``)."""
+        target = Address.from_config(config, bounded=False)
+        names = walked_channels(channels)
+        if not names:
+            return names if names is None else {}
+        query = self._sql.history.text(len(names), target.checkpoint_id is None)
+        rows = await self._fetchall(
+            f"get_delta_channel_history of thread {target.thread_id!r}",
+            query,
+            history.params(target, names),
+        )
+        walked = history.Walked(rows, target, names)
+        if walked.target is None:
+            return {c: {"writes": []} for c in names}
+        cid, parent = walked.target
+        walk = walk_delta(
+            target.with_id(cid),
+            parent,
+            names,
+            walked.ancestors.get,
+            lambda channel, version: walked.stored.get((channel, version)),
+        )
+        return delta_history(serde, self._codec, walk, walked.blobs, self._appends)
 
     async def aget_writes(self, serde: SerializerProtocol, config: Config) -> list[StoredWrite]:
         addr = checkpoint_address(config, "get_writes")

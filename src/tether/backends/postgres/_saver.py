@@ -76,6 +76,7 @@ from tether.backends.postgres._urls import (
 )
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -702,6 +703,12 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     def get_writes(self, config: Config) -> builtins.list[StoredWrite]:
         return self._sync_core().get_writes(self.serde, config)
 
+    def delta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        """One statement, a recursive walk of the parent links (:mod:`._history`)."""
+        return self._sync_core().delta_history(self.serde, config, channels)
+
     def delete_thread(self, thread_id: str) -> None:
         self._sync_core().delete_thread(thread_id)
 
@@ -735,6 +742,14 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if core is None:
             return await super().aget_writes(config)
         return await core.aget_writes(self.serde, config)
+
+    async def adelta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        core = await self._aio_core()
+        if core is None:
+            return await super().adelta_history(config, channels)
+        return await core.adelta_history(self.serde, config, channels)
 
     def alist(
         self,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.backends.postgres import _schema
+from tether.backends.postgres._history import HistoryStatements
 from tether.errors import ConfigError
 
 __all__ = ["ListQuery", "Statements", "check_schema_name"]
@@ -138,6 +139,8 @@ class Statements:
         self.leases = f"{q}.{_schema.LEASES}"
         self.counts = f"{q}.{_schema.WRITE_COUNTS_TABLE}"
         self._joins = _read_joins(self.blobs, self.writes)
+        #: LangGraph's get_delta_channel_history, one statement (see _history).
+        self.history = HistoryStatements(self.checkpoints, self.blobs, self.writes, self.counts)
 
         self.get_by_id = self._read(
             "c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"

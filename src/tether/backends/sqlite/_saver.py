@@ -57,7 +57,7 @@ import json
 import os
 import shlex
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tether.backends._bridge import ThreadedAsyncMixin
@@ -88,6 +88,12 @@ from tether.backends._sqlbase import (
     versions_to_json,
     write_checksum,
 )
+from tether.backends._walk import (
+    delta_history,
+    walk_delta,
+    walked_channels,
+)
+from tether.backends.sqlite import _history as history
 from tether.backends.sqlite._conn import (
     MEMORY,
     BadJSON,
@@ -101,6 +107,7 @@ from tether.backends.sqlite._rows import (
     check_write_count,
     check_write_row,
     find_bad_json,
+    row_unstored,
 )
 from tether.backends.sqlite._schema import (
     IMPORT_KEY,
@@ -136,6 +143,7 @@ from tether.backends.sqlite._sql import (
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -153,7 +161,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
-from tether.errors import ConfigError, StorageError
+from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
 
@@ -506,15 +514,51 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     def _query(self, sql: str, args: Sequence[Any], threads: Sequence[str] | None) -> _List[_Raw]:
         """Run one read statement (its own snapshot) and split its rows."""
+        return _split(self._fetch(sql, args, threads), self._conns.where)
+
+    def _fetch(
+        self, sql: str, args: Sequence[Any], threads: Sequence[str] | None
+    ) -> _List[Sequence[Any]]:
+        """The rows of one read statement (its own snapshot)."""
         where = self._conns.where
         with self._conns.connection() as conn:
             try:
                 with translate_errors(where):
-                    rows = conn.execute(sql, args).fetchall()
+                    rows: _List[Sequence[Any]] = conn.execute(sql, args).fetchall()
             except BadJSON as exc:
                 self._raise_bad_json(conn, exc, threads)
                 raise
-        return _split(rows, where)
+        return rows
+
+    def delta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        """One statement, a recursive walk of the parent links (:mod:`._history`).
+
+        ``None`` (LangGraph walks ``get_tuple`` instead) for more channels than
+        one statement walks, or a name no row can hold.
+        """
+        target = Address.from_config(config, bounded=False)
+        names = walked_channels(channels)
+        if not names:
+            return names if names is None else {}
+        tid = target.thread_id
+        sql = history.statement(
+            tuple(history.path_safe(c) for c in names), target.checkpoint_id is None
+        )
+        args = history.params(tid, target.checkpoint_ns, target.checkpoint_id, names)
+        walked = history.Walked(self._fetch(sql, args, [tid]), names, self._conns.where)
+        head = walked.target
+        if head is None:
+            return {c: {"writes": []} for c in names}
+        walk = walk_delta(
+            Address(head[0], head[1], head[2]),
+            head[3],
+            names,
+            walked.ancestors.get,
+            lambda channel, version: walked.stored.get((channel, version)),
+        )
+        return delta_history(self.serde, self.codec, walk, walked.blobs, self._appends)
 
     def _build(
         self,
@@ -525,11 +569,6 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         memo: DecodeMemo | None = None,
     ) -> CheckpointTuple:
         address = Address(row[0], row[1], row[2])
-        unstored: Collection[str] | None = ()
-        if row[8] is None:
-            unstored = None  # a row from before version 4: its put recorded nothing
-        elif row[9] is not None:
-            unstored = _unstored(row[9], address)
         return assemble(
             self.serde,
             self.codec,
@@ -542,7 +581,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             writes=writes,
             memo=memo,
             appends=self._appends,
-            unstored=unstored,
+            unstored=row_unstored(row),
         )
 
     def list(
@@ -823,19 +862,6 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
         result: dict[str, int] = self._read(count)
         return result
-
-
-def _unstored(text: str, address: Address) -> list[str]:
-    try:
-        names = loads_json(text)
-    except ValueError:
-        names = None
-    if not isinstance(names, list):
-        raise StorageError(
-            f"checkpoint {address.checkpoint_id!r} of thread {address.thread_id!r}: its "
-            "unstored column is not a JSON list; the row is damaged"
-        )
-    return [str(n) for n in names]
 
 
 def _blob_row(tid: str, ns: str, v: ValueRecord) -> tuple[Any, ...]:
