@@ -227,7 +227,8 @@ def test_lease_behind_pgbouncer_excludes_a_second_process(pg_dsn: str, bouncer: 
     def done(child: subprocess.Popen[str]) -> str:
         # Not communicate(): it reads the pipe's descriptor, so the lines that
         # spawn's readline() buffered past "ready" (a quick "busy ...") were lost.
-        assert child.stdin is not None and child.stdout is not None
+        assert child.stdin is not None
+        assert child.stdout is not None
         assert child.stderr is not None
         child.stdin.close()
         with child.stdout, child.stderr:
