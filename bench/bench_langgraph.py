@@ -5,7 +5,9 @@
 The W1 chat graph: a LangGraph ``StateGraph`` with ``add_messages`` state and
 one node that answers; each of N = 300 invokes sends one ~500-byte human
 message on one thread (so the history grows as a chat does). Timed per invoke
-(median), in ``durability="sync"`` and ``"async"``, the two graphs invoked in
+(median), in ``durability="sync"`` and ``"async"``; and the same chat with
+plain dict messages (``operator.add``, no LangChain) in ``"sync"``,
+``"async"`` and ``"exit"`` (the ``messages`` column), the graphs invoked in
 turns, with:
 
 * the official ``SqliteSaver`` vs ``tether.langgraph.SqliteSaver`` (a file each);
@@ -33,6 +35,7 @@ rebuilds it; median of 3 listings taken in turns).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import sqlite3
 import statistics
@@ -70,12 +73,34 @@ def _answer(state: Chat) -> dict[str, Any]:
     return {"messages": [AIMessage(f"noted ({len(state['messages'])} so far)")]}
 
 
-def _graph(saver: Any) -> Any:
+class DictChat(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+
+
+def _dict_answer(state: DictChat) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [{"role": "assistant", "content": f"noted ({n} so far)", "id": f"a{n}"}]}
+
+
+def _graph(saver: Any, kind: str = "langchain") -> Any:
+    """The W1 chat: LangChain messages under ``add_messages``, or plain dicts appended."""
+    if kind == "dict":
+        d = StateGraph(DictChat)
+        d.add_node("answer", _dict_answer)
+        d.add_edge(START, "answer")
+        d.add_edge("answer", END)
+        return d.compile(checkpointer=saver)
     g = StateGraph(Chat)
     g.add_node("answer", _answer)
     g.add_edge(START, "answer")
     g.add_edge("answer", END)
     return g.compile(checkpointer=saver)
+
+
+def _message(kind: str, i: int) -> Any:
+    if kind == "dict":
+        return {"role": "user", "content": f"{i}: {TEXT}", "id": f"u{i}"}
+    return HumanMessage(f"{i}: {TEXT}")
 
 
 def _add_batch(state: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
@@ -158,7 +183,9 @@ def run_delta(quick: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def _drive(savers: dict[str, Any], n: int, durability: str) -> dict[str, float]:
+def _drive(
+    savers: dict[str, Any], n: int, durability: str, kind: str = "langchain"
+) -> dict[str, float]:
     """Median ms per invoke of each saver's graph, the graphs invoked in turns.
 
     In turns (A B, B A, ...) rather than one run after the other, so both
@@ -166,11 +193,11 @@ def _drive(savers: dict[str, Any], n: int, durability: str) -> dict[str, float]:
     """
 
     def steps(saver: Any) -> Iterator[float]:
-        graph = _graph(saver)
-        cfg = {"configurable": {"thread_id": f"chat-{durability}"}}
+        graph = _graph(saver, kind)
+        cfg = {"configurable": {"thread_id": f"chat-{kind}-{durability}"}}
         for i in range(n):
             t0 = time.perf_counter()
-            graph.invoke({"messages": [HumanMessage(f"{i}: {TEXT}")]}, cfg, durability=durability)
+            graph.invoke({"messages": [_message(kind, i)]}, cfg, durability=durability)
             yield time.perf_counter() - t0
         assert len(graph.get_state(cfg).values["messages"]) == 2 * n
 
@@ -209,9 +236,12 @@ def _pg_bytes(url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _row(store: str, durability: str, metric: str, t: float, o: float) -> dict[str, Any]:
+def _row(
+    store: str, durability: str, metric: str, t: float, o: float, kind: str = "langchain"
+) -> dict[str, Any]:
     return {
         "store": store,
+        "messages": kind,
         "durability": durability,
         "metric": metric,
         "tether": round(t, 3),
@@ -220,10 +250,21 @@ def _row(store: str, durability: str, metric: str, t: float, o: float) -> dict[s
     }
 
 
+#: (messages, durability) of the W1 chat rows: LangChain messages as before, and
+#: plain dict messages in every durability mode (#19 goal 3).
+COMBOS = [
+    ("langchain", "sync"),
+    ("langchain", "async"),
+    ("dict", "sync"),
+    ("dict", "async"),
+    ("dict", "exit"),
+]
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     n = 40 if quick else 300
     rows: list[dict[str, Any]] = []
-    for durability in ("sync", "async"):
+    for kind, durability in COMBOS:
         with tempfile.TemporaryDirectory() as tmp:
             opath, tpath = Path(tmp) / "official.db", Path(tmp) / "tether.db"
             conn = sqlite3.connect(opath, check_same_thread=False)
@@ -237,13 +278,21 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     {"tether": saver, "langgraph": official, "floor": OfficialInMemorySaver()},
                     n,
                     durability,
+                    kind,
                 )
             conn.close()
-            timed = _row("sqlite", durability, "ms_per_invoke", ms["tether"], ms["langgraph"])
+            timed = _row("sqlite", durability, "ms_per_invoke", ms["tether"], ms["langgraph"], kind)
             timed["floor"] = round(ms["floor"], 3)
             rows.append(timed)
             rows.append(
-                _row("sqlite", durability, "bytes", _sqlite_bytes(tpath), _sqlite_bytes(opath))
+                _row(
+                    "sqlite",
+                    durability,
+                    "bytes",
+                    _sqlite_bytes(tpath),
+                    _sqlite_bytes(opath),
+                    kind,
+                )
             )
         with _database("tether_bench_official") as ourl, _database("tether_bench_tether") as turl:
             with (
@@ -259,11 +308,16 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     {"tether": saver, "langgraph": official, "floor": OfficialInMemorySaver()},
                     n,
                     durability,
+                    kind,
                 )
-            timed = _row("postgres", durability, "ms_per_invoke", ms["tether"], ms["langgraph"])
+            timed = _row(
+                "postgres", durability, "ms_per_invoke", ms["tether"], ms["langgraph"], kind
+            )
             timed["floor"] = round(ms["floor"], 3)
             rows.append(timed)
-            rows.append(_row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl)))
+            rows.append(
+                _row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl), kind)
+            )
     rows += run_delta(quick)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langgraph.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
