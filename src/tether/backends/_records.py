@@ -45,7 +45,7 @@ from tether.backends._delta import (
     supports,
 )
 from tether.backends._pages import RUN, DecodeMemo, extend_run, part
-from tether.backends._payload import ENCODING_PLAIN, BlobCodec
+from tether.backends._payload import ENCODING_PLAIN, ENCRYPTED, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
     Address,
@@ -67,6 +67,14 @@ from tether.contract import (
     merge_metadata,
     prepare_writes,
     split_channel_values,
+)
+from tether.encryption import (
+    SEALED_METADATA,
+    metadata_place,
+    open_metadata,
+    seal_metadata,
+    value_place,
+    write_place,
 )
 from tether.errors import ConfigError, DecodeError, StorageError
 from tether.serde.base import SerializerProtocol
@@ -136,13 +144,24 @@ def inline_value(value: Any) -> bool:
     return False
 
 
-def inline_rule(serde: object, inline_primitives: bool | None) -> Callable[[Any], bool] | None:
+def inline_rule(
+    serde: object, inline_primitives: bool | None, encrypted: bool = False
+) -> Callable[[Any], bool] | None:
     """A saver's ``inline=`` for :func:`encode_put` from its ``inline_primitives`` option.
 
     ``None`` (the default): inline only under tether's own MessagePack
     serializer. Values kept inline never pass through the serializer, so a
     serializer of the user's own (one that encrypts, say) sees every value.
+    ``encrypted``: the saver seals its values (#17), so none is kept inline
+    in the head's clear JSON; ``inline_primitives=True`` is then refused.
     """
+    if encrypted:
+        if inline_primitives:
+            raise ConfigError(
+                "inline_primitives=True keeps small values in clear in the checkpoint head; "
+                "with encryption every value is sealed: leave inline_primitives unset"
+            )
+        return None
     if inline_primitives is None:
         inline_primitives = supports(serde)
     return inline_value if inline_primitives else None
@@ -252,7 +271,13 @@ class PutPlan:
                 if appends is not None:
                     addr = self.address
                     appends.forget((addr.thread_id, addr.checkpoint_ns, fb.channel))
-                whole = codec.encode_bytes(fb.whole.tag, fb.whole.data)
+                place = None
+                if codec.crypt is not None:
+                    addr = self.address
+                    place = value_place(
+                        addr.thread_id, addr.checkpoint_ns, fb.channel, fb.whole.version, None
+                    )
+                whole = codec.encode_bytes(fb.whole.tag, fb.whole.data, place)
                 values[fb.index] = ValueRecord(fb.channel, fb.whole.version, *whole)
         return values
 
@@ -289,6 +314,9 @@ def encode_put(
     tid, ns = addr.thread_id, addr.checkpoint_ns
     if appends is not None and not supports(serde):
         appends = None
+    sealed = codec.crypt is not None  # every value sealed, bound to its place (#17)
+    if sealed:
+        inline = None
     values: list[ValueRecord] = []
     fallbacks: list[Fallback] = []
     inlined: dict[str, Any] = {}
@@ -297,10 +325,12 @@ def encode_put(
             inlined[channel] = value
             continue
         if appends is None or value is EMPTY:
-            values.append(ValueRecord(channel, version, *codec.encode(serde, value)))
+            place = value_place(tid, ns, channel, version, None) if sealed else None
+            values.append(ValueRecord(channel, version, *codec.encode(serde, value, place)))
             continue
         plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
-        for ver, tag, encoding, payload, base in codec.encode_plan(plan):
+        at = _placer(tid, ns, channel) if sealed else None
+        for ver, tag, encoding, payload, base in codec.encode_plan(plan, at):
             values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
         if plan.needs is not None and plan.fallback is not None:
             fallbacks.append(Fallback(len(values) - 1, plan.needs, channel, plan.fallback))
@@ -308,6 +338,10 @@ def encode_put(
         head["channel_values"] = inlined
     versions = {c: str(v) for c, v in checkpoint["channel_versions"].items()}
     run_id = meta.get("run_id")
+    if codec.crypt is not None:
+        meta = seal_metadata(
+            codec.crypt, meta, metadata_place(tid, ns, cid), versions, addr.checkpoint_id
+        )
     return PutPlan(
         address=addr.with_id(cid),
         parent_id=addr.checkpoint_id,
@@ -319,6 +353,10 @@ def encode_put(
         values=tuple(values),
         fallbacks=tuple(fallbacks),
     )
+
+
+def _placer(tid: str, ns: str, channel: str) -> Callable[[str, str | None], bytes]:
+    return lambda version, base: value_place(tid, ns, channel, version, base)
 
 
 def check_carried(
@@ -401,8 +439,21 @@ def encode_writes(
             f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
             "(configurable.checkpoint_id), as returned by put()"
         )
+    if codec.crypt is None:
+        records = [
+            WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value))
+            for r in prepare_writes(writes, task_id, task_path)
+        ]
+        return addr, records
+    tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
     records = [
-        WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value))
+        WriteRecord(
+            r.task_id,
+            r.task_path,
+            r.idx,
+            r.channel,
+            *codec.encode(serde, r.value, write_place(tid, ns, cid, r.task_id, r.idx, r.channel)),
+        )
         for r in prepare_writes(writes, task_id, task_path)
     ]
     return addr, records
@@ -415,6 +466,8 @@ def decode_writes(
     writes: Sequence[WriteRecord],
 ) -> list[StoredWrite]:
     """``get_writes``: stored write records decoded, in the order given, with their keys."""
+    tid, ns, cid = address.thread_id, address.checkpoint_ns, address.checkpoint_id or ""
+    sealed = codec.crypt is not None
     return [
         StoredWrite(
             w.task_id,
@@ -427,6 +480,7 @@ def decode_writes(
                 address=address,
                 channel=w.channel,
                 task_id=w.task_id,
+                place=write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if sealed else None,
             ),
             w.task_path,
             w.idx,
@@ -529,31 +583,66 @@ def assemble(
         stored = checkpoint.get("channel_versions") or {}
         versions = {str(k): str(v) for k, v in stored.items()}
     loads = serde.loads_typed
+    crypt = codec.crypt
+    tid, ns = address.thread_id, address.checkpoint_ns
+    if crypt is not None or SEALED_METADATA in metadata:
+        metadata = open_metadata(
+            crypt,
+            metadata,
+            metadata_place(tid, ns, address.checkpoint_id or ""),
+            versions,
+            parent_id,
+            lambda: _where(address, None, None),
+        )
 
     def value(
-        tag: str, encoding: int, payload: bytes | None, channel: str, task_id: str | None
+        tag: str,
+        encoding: int,
+        payload: bytes | None,
+        channel: str,
+        task_id: str | None,
+        place: bytes | None = None,
     ) -> Any:
         # The common case (plain bytes) goes straight to the serializer; the
         # error path still names thread, namespace, checkpoint and channel.
-        if encoding == ENCODING_PLAIN and type(payload) is bytes:
+        if encoding == ENCODING_PLAIN and type(payload) is bytes and crypt is None:
             try:
                 return loads((tag, payload))
             except DecodeError:
                 pass  # decode again below, where the error gets its context
         return codec.decode(
-            serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+            serde,
+            tag,
+            encoding,
+            payload,
+            address=address,
+            channel=channel,
+            task_id=task_id,
+            place=place,
         )
 
-    def bytes_of(stored: StoredValue, channel: str) -> bytes:
+    def place_of(channel: str, version: str, base: str | None) -> bytes | None:
+        return value_place(tid, ns, channel, version, base) if crypt is not None else None
+
+    def bytes_of(stored: StoredValue, channel: str, version: str) -> bytes:
         return codec.decode_bytes(
-            stored[1], stored[2], where=lambda: _where(address, channel, None)
+            stored[1],
+            stored[2],
+            where=lambda: _where(address, channel, None),
+            tag=stored[0],
+            place=place_of(channel, version, stored[3]),
         )
 
     def plain_value(tag: str, channel: str) -> Callable[[bytes], Any]:
-        return lambda data: value(tag, ENCODING_PLAIN, data, channel, None)
+        # bytes already out of their payload (opened, decompressed): the serializer's
+        return lambda data: decode_value(serde, tag, data, address=address, channel=channel)
 
     values: dict[str, Any] = checkpoint.get("channel_values") or {}
-    tid, ns = address.thread_id, address.checkpoint_ns
+    if values and crypt is not None and not crypt.allow_plaintext:
+        raise DecodeError(
+            f"checkpoint {_where(address, None, None)} keeps values in clear in its head "
+            f"({sorted(values)}) and this saver's encryption has allow_plaintext=False"
+        )
     for channel, version in versions.items():
         if channel in values:
             continue  # kept inline
@@ -567,10 +656,14 @@ def assemble(
                 "(restore it from a backup)"
             )
         if blob[0] == EMPTY_TAG:
+            if crypt is not None and (blob[1] & ENCRYPTED or not crypt.allow_plaintext):
+                bytes_of(blob, channel, version)  # authenticated like any value
             continue
         base = blob[3]
         if base is None:
-            values[channel] = value(blob[0], blob[1], blob[2], channel, None)
+            values[channel] = value(
+                blob[0], blob[1], blob[2], channel, None, place_of(channel, version, None)
+            )
             continue
         key = (tid, ns, channel, base)
         found = memo.get(key, _MISSING) if memo is not None else _MISSING
@@ -585,30 +678,46 @@ def assemble(
             if appends is not None and stored[1] != ENCODING_PLAIN:
                 plain = appends.known((tid, ns, channel), base)
             if memo is None:
-                snapshot = value(
-                    stored[0],
-                    ENCODING_PLAIN if plain is not None else stored[1],
-                    plain if plain is not None else stored[2],
-                    channel,
-                    None,
-                )
+                if plain is not None:
+                    snapshot = plain_value(stored[0], channel)(plain)
+                else:
+                    snapshot = value(
+                        stored[0],
+                        stored[1],
+                        stored[2],
+                        channel,
+                        None,
+                        place_of(channel, base, None),
+                    )
             else:
                 tag = stored[0]
-                data = plain if plain is not None else bytes_of(stored, channel)
+                data = plain if plain is not None else bytes_of(stored, channel, base)
                 found = part(memo, (tid, ns, channel, RUN), data, None, plain_value(tag, channel))
                 memo[key] = found
         if memo is None:
-            tail = value(blob[0], blob[1], blob[2], channel, None)
+            tail = value(blob[0], blob[1], blob[2], channel, None, place_of(channel, version, base))
             values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
             continue
         run_key = (tid, ns, channel, RUN)
-        data = bytes_of(blob, channel)
+        data = bytes_of(blob, channel, version)
         tail = part(memo, run_key, data, found, plain_value(blob[0], channel))
         values[channel] = join_append(found.items, tail.items, where=_where(address, channel, None))
         extend_run(memo, run_key, found, tail)
     checkpoint["channel_values"] = values
+    cid = address.checkpoint_id or ""
     pending: list[PendingWrite] = [
-        (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))
+        (
+            w.task_id,
+            w.channel,
+            value(
+                w.type,
+                w.encoding,
+                w.value,
+                w.channel,
+                w.task_id,
+                write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if crypt else None,
+            ),
+        )
         for w in writes
     ]
     parent = address.with_id(parent_id).to_config() if parent_id else None

@@ -1,0 +1,462 @@
+"""Encryption at rest (#17): a keyring, authenticated encryption, and what it is bound to.
+
+Every channel value, pending write and (by default) the metadata of a
+checkpoint is sealed with AES-256-GCM (the ``cryptography`` package) after
+compression. A sealed value names the key that sealed it, so a store holds
+values of several keys at once and is re-encrypted under a new one by
+``tether rekey STORE --to KID`` while it is read and written.
+
+Sealed bytes (the ``payload`` of an encoded value after its checksum; see
+:mod:`tether.backends._payload`)::
+
+    0x01 | len(kid) | kid | salt (16 bytes) | AES-256-GCM ciphertext | tag (16 bytes)
+
+Format 1: each value has a key of its own, ``HKDF-SHA256(key, salt, info)``
+(32 bytes of key, then the 12-byte nonce), from a fresh random salt. Random
+96-bit nonces under one key are safe for about 2^32 values (NIST SP 800-38D),
+which a busy store writes in months (every put seals several values, rekey
+seals them all again); a 128-bit salt per value moves the bound to about
+2^48 values per key before a 2^-32 chance of a repeated key.
+
+The associated data (authenticated, not stored) is the header above plus the
+value's *place*: ``(thread, namespace, channel, version, base)`` for a
+channel value, ``(thread, namespace, checkpoint, task, index, channel)`` for
+a pending write, ``(thread, namespace, checkpoint)`` for metadata, plus the
+value's type and encoding. A ciphertext copied into another row (another
+thread, channel, version or task) does not authenticate there: it is a
+:class:`~tether.errors.DecodeError`, never someone else's state. Thread ids
+are part of the place, so ``copy_thread`` decrypts and seals again under the
+target thread (:mod:`tether.backends._sealing`).
+
+Keys come from ``encryption=`` on every saver, or from the environment::
+
+    TETHER_KEYS=k2:<base64 of 32 bytes>,k1:<base64 of 32 bytes>
+    TETHER_ACTIVE_KEY=k2      # optional: the first key listed is the active one
+
+The active key seals; every listed key opens.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tether.errors import ConfigError, DecodeError
+
+__all__ = [
+    "DEFAULT_CLEAR_METADATA",
+    "SEALED_METADATA",
+    "Encryption",
+    "encryption_from",
+    "key_id_of",
+    "metadata_place",
+    "open_metadata",
+    "seal_metadata",
+    "value_place",
+    "write_place",
+]
+
+#: Metadata keys kept in clear by default (next to their sealed copy), so that
+#: ``list(filter=...)``, ``delete_for_runs`` and LangGraph's history work:
+#: LangGraph's own keys, and the addressing keys that are in clear anyway.
+DEFAULT_CLEAR_METADATA = frozenset(
+    {"source", "step", "parents", "run_id", "thread_id", "checkpoint_ns", "checkpoint_id"}
+)
+
+#: The metadata key that holds the sealed metadata (a reserved name).
+SEALED_METADATA = "__tether_sealed__"
+
+_FORMAT = 1
+_SALT = 16
+_TAG = 16
+_KEY_BYTES = 32
+_INFO = b"tether aead v1"
+_KID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_U32 = struct.Struct("<I")
+
+
+def _framed(kind: bytes, fields: Iterable[str | int | None]) -> bytes:
+    out = [b"tether/1 ", kind]
+    for f in fields:
+        if f is None:
+            out.append(b"\xff\xff\xff\xff")
+            continue
+        data = str(f).encode("utf-8", "surrogatepass")
+        out.append(_U32.pack(len(data)))
+        out.append(data)
+    return b"".join(out)
+
+
+def value_place(thread_id: str, ns: str, channel: str, version: str, base: str | None) -> bytes:
+    """The associated data of a channel value: where it is stored."""
+    return _framed(b"value", (thread_id, ns, channel, version, base))
+
+
+def write_place(
+    thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int, channel: str
+) -> bytes:
+    """The associated data of a pending write: where it is stored."""
+    return _framed(b"write", (thread_id, ns, checkpoint_id, task_id, idx, channel))
+
+
+def metadata_place(thread_id: str, ns: str, checkpoint_id: str) -> bytes:
+    """The associated data of a checkpoint's sealed metadata."""
+    return _framed(b"metadata", (thread_id, ns, checkpoint_id))
+
+
+def key_id_of(sealed: bytes | memoryview) -> str | None:
+    """The key id a sealed value names (``None``: not sealed bytes tether knows)."""
+    if len(sealed) < 2 or sealed[0] != _FORMAT:
+        return None
+    n = sealed[1]
+    kid = bytes(sealed[2 : 2 + n])
+    return kid.decode("ascii", "replace") if len(kid) == n else None
+
+
+def _decode_key(kid: str, key: bytes | str) -> bytes:
+    if isinstance(key, str):
+        try:
+            raw = base64.b64decode(key.strip().encode("ascii"), altchars=b"-_", validate=False)
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise ConfigError(f"key {kid!r} is not base64") from None
+    elif isinstance(key, bytes | bytearray):
+        raw = bytes(key)
+    else:
+        raise ConfigError(f"key {kid!r} must be 32 bytes or their base64, got {type(key).__name__}")
+    if len(raw) != _KEY_BYTES:
+        raise ConfigError(
+            f"key {kid!r} is {len(raw)} bytes; AES-256 keys are 32 bytes "
+            "(make one with `python -m tether.encryption`)"
+        )
+    return raw
+
+
+class Encryption:
+    """A keyring and what to encrypt: the ``encryption=`` of every saver.
+
+    Args:
+        keys: key id -> 32-byte key (bytes, or base64 text). Key ids are 1-64
+            characters of ``A-Za-z0-9._-``; they are stored in clear in every
+            sealed value. The first key is the active one unless ``active``.
+        active: the key id that seals new values.
+        metadata: seal checkpoint metadata too (default). The keys in
+            ``clear_metadata`` stay readable in clear beside the sealed copy,
+            for filters; values read back always come from the sealed copy.
+        clear_metadata: metadata keys kept in clear, added to
+            :data:`DEFAULT_CLEAR_METADATA`. Filtering on any other key is a
+            :class:`~tether.errors.ConfigError`.
+        allow_plaintext: read values stored in clear (a store that had
+            encryption turned on later). Set ``False`` once ``tether rekey``
+            has sealed everything: a value in clear is then refused, so
+            nobody with write access to the database can slip one in.
+
+    The keys never appear in ``repr`` or in messages.
+    """
+
+    __slots__ = (
+        "_aead",
+        "_hkdf",
+        "_invalid",
+        "_keys",
+        "_sha256",
+        "active",
+        "allow_plaintext",
+        "clear_metadata",
+        "metadata",
+    )
+
+    def __init__(
+        self,
+        keys: Mapping[str, bytes | str],
+        *,
+        active: str | None = None,
+        metadata: bool = True,
+        clear_metadata: Iterable[str] = (),
+        allow_plaintext: bool = True,
+    ) -> None:
+        # Imported here, not with tether: only a saver that encrypts pays for it.
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        from cryptography.hazmat.primitives.hashes import SHA256
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        if not isinstance(keys, Mapping) or not keys:
+            raise ConfigError("encryption needs at least one key: {key_id: 32-byte key}")
+        parsed: dict[str, bytes] = {}
+        for kid, key in keys.items():
+            if not isinstance(kid, str) or not _KID.match(kid):
+                raise ConfigError(
+                    f"key id {kid!r} must be 1-64 characters of letters, digits, '.', '_', '-'"
+                )
+            parsed[kid] = _decode_key(kid, key)
+        active = next(iter(parsed)) if active is None else active
+        if active not in parsed:
+            raise ConfigError(f"active key {active!r} is not among the keys {sorted(parsed)}")
+        if isinstance(clear_metadata, str):
+            raise ConfigError("clear_metadata must be a list of metadata keys, not one string")
+        clear = frozenset(clear_metadata)
+        if SEALED_METADATA in clear or not all(isinstance(k, str) for k in clear):
+            raise ConfigError(f"clear_metadata must be strings other than {SEALED_METADATA!r}")
+        self._keys = parsed
+        self._aead = AESGCM
+        self._hkdf = HKDF
+        self._sha256 = SHA256
+        self._invalid = InvalidTag
+        self.active = active
+        self.metadata = bool(metadata)
+        self.clear_metadata = DEFAULT_CLEAR_METADATA | clear
+        self.allow_plaintext = bool(allow_plaintext)
+
+    # --- construction ---------------------------------------------------------------
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **options: Any
+    ) -> Encryption | None:
+        """The keyring of ``TETHER_KEYS`` (``kid:base64,...``) and ``TETHER_ACTIVE_KEY``.
+
+        ``None`` when ``TETHER_KEYS`` is unset or empty. ``options`` as the constructor's.
+        """
+        env = os.environ if environ is None else environ
+        spec = env.get("TETHER_KEYS", "").strip()
+        if not spec:
+            return None
+        keys: dict[str, str] = {}
+        for i, item in enumerate(spec.split(",")):
+            kid, sep, key = item.strip().partition(":")
+            if not sep or not kid or not key:
+                raise ConfigError(
+                    f"TETHER_KEYS item {i + 1} is not `key_id:base64key` "
+                    "(items separated by commas)"
+                )
+            if kid in keys:
+                raise ConfigError(f"TETHER_KEYS names key {kid!r} twice")
+            keys[kid] = key
+        active = env.get("TETHER_ACTIVE_KEY", "").strip() or None
+        options.setdefault("active", active)
+        return cls(keys, **options)
+
+    @staticmethod
+    def generate_key() -> str:
+        """A new random 32-byte key, base64 (for ``TETHER_KEYS`` or ``keys=``)."""
+        return base64.b64encode(os.urandom(_KEY_BYTES)).decode("ascii")
+
+    def with_active(self, kid: str, *, allow_plaintext: bool | None = None) -> Encryption:
+        """The same keyring and options, sealing with key ``kid``."""
+        if kid not in self._keys:
+            raise ConfigError(f"key {kid!r} is not in the keyring (it has {self.key_ids})")
+        out = Encryption.__new__(Encryption)
+        out._keys = self._keys
+        out._aead = self._aead
+        out._hkdf = self._hkdf
+        out._sha256 = self._sha256
+        out._invalid = self._invalid
+        out.active = kid
+        out.metadata = self.metadata
+        out.clear_metadata = self.clear_metadata
+        out.allow_plaintext = self.allow_plaintext if allow_plaintext is None else allow_plaintext
+        return out
+
+    @property
+    def key_ids(self) -> list[str]:
+        """The ids of every key in the ring, active first."""
+        return [self.active, *(k for k in self._keys if k != self.active)]
+
+    def __repr__(self) -> str:
+        return f"Encryption(keys={self.key_ids!r}, active={self.active!r})"
+
+    # --- sealing ---------------------------------------------------------------------
+
+    def header(self, kid: str | None = None) -> bytes:
+        """The sealed-bytes prefix of key ``kid`` (the active key's by default)."""
+        raw = (kid or self.active).encode("ascii")
+        return bytes((_FORMAT, len(raw))) + raw
+
+    def _cipher(self, kid: str, salt: bytes) -> tuple[Any, bytes]:
+        okm = self._hkdf(algorithm=self._sha256(), length=44, salt=salt, info=_INFO).derive(
+            self._keys[kid]
+        )
+        return self._aead(okm[:32]), okm[32:]
+
+    def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
+        """``data`` encrypted under the active key, bound to ``place``."""
+        header = self.header()
+        salt = os.urandom(_SALT)
+        aead, nonce = self._cipher(self.active, salt)
+        sealed: bytes = aead.encrypt(nonce, bytes(data), header + place)
+        return header + salt + sealed
+
+    def open(self, place: bytes, sealed: bytes | memoryview, where: Callable[[], str]) -> bytes:
+        """The plaintext of sealed bytes bound to ``place``.
+
+        Raises:
+            DecodeError: naming the key id and ``where()``: the key is not in
+                the ring, or the bytes do not authenticate (changed, moved
+                from another row, or sealed by another key of the same id).
+        """
+        kid = key_id_of(sealed)
+        if kid is None:
+            raise DecodeError(
+                f"encrypted value {where()} has a header this tether does not know "
+                f"(format {sealed[0] if len(sealed) else None!r}); it is damaged, or was "
+                "written by a newer tether"
+            )
+        key = self._keys.get(kid)
+        if key is None:
+            raise DecodeError(
+                f"value {where()} is encrypted with key {kid!r}, which this saver's keyring "
+                f"does not have (it has {self.key_ids}); add key {kid!r} to encryption= or "
+                "TETHER_KEYS to read it"
+            )
+        start = 2 + len(kid)
+        header = bytes(sealed[:start])
+        salt = bytes(sealed[start : start + _SALT])
+        body = bytes(sealed[start + _SALT :])
+        if len(salt) < _SALT or len(body) < _TAG:
+            raise DecodeError(f"encrypted value {where()} (key {kid!r}) is truncated")
+        aead, nonce = self._cipher(kid, salt)
+        try:
+            out: bytes = aead.decrypt(nonce, body, header + place)
+        except self._invalid:
+            raise DecodeError(
+                f"encrypted value {where()} does not authenticate under key {kid!r}: it was "
+                "changed, copied from another row, or sealed by another key with that id; "
+                "it is not read"
+            ) from None
+        return out
+
+    # --- metadata ----------------------------------------------------------------------
+
+    def check_filter(self, want: Mapping[str, Any]) -> None:
+        """Refuse a ``list`` filter on metadata keys that are stored sealed.
+
+        Raises:
+            ConfigError: naming the keys, and how to keep them in clear.
+        """
+        if not self.metadata or not want:
+            return
+        sealed = sorted(k for k in want if k not in self.clear_metadata)
+        if sealed:
+            raise ConfigError(
+                f"filter on metadata key(s) {sealed} that this saver stores encrypted: a "
+                "filter on them would match nothing. Keep them in clear with "
+                "Encryption(..., clear_metadata=[...]) (existing checkpoints keep theirs "
+                f"sealed until `tether rekey`), or filter on {sorted(self.clear_metadata)}"
+            )
+
+
+# --- metadata --------------------------------------------------------------------------
+
+
+def seal_metadata(
+    crypt: Encryption,
+    metadata: dict[str, Any],
+    place: bytes,
+    versions: Mapping[str, str],
+    parent_id: str | None,
+) -> dict[str, Any]:
+    """The metadata a put stores: the clear keys, and everything sealed under one key.
+
+    The sealed copy holds the whole metadata (clear keys too: what a read
+    returns is the authenticated copy) and the checkpoint's channel versions
+    and parent, so a head edited to point a channel at another version, or
+    the checkpoint at another parent, is refused on read.
+
+    Raises:
+        ConfigError: the metadata uses the reserved key.
+    """
+    if SEALED_METADATA in metadata:
+        raise ConfigError(f"metadata key {SEALED_METADATA!r} is reserved for encrypted metadata")
+    if not crypt.metadata:
+        return metadata
+    import msgspec
+
+    inner = msgspec.json.encode({"m": metadata, "v": versions, "p": parent_id})
+    out = {k: v for k, v in metadata.items() if k in crypt.clear_metadata}
+    out[SEALED_METADATA] = base64.b64encode(crypt.seal(place, inner)).decode("ascii")
+    return out
+
+
+def open_metadata(
+    crypt: Encryption | None,
+    stored: Mapping[str, Any],
+    place: bytes,
+    versions: Mapping[str, str],
+    parent_id: str | None,
+    where: Callable[[], str],
+) -> Mapping[str, Any]:
+    """The metadata of a checkpoint as put, from what is stored (sealed or in clear).
+
+    Raises:
+        DecodeError: naming the key id and the checkpoint: the key is missing,
+            the sealed copy does not authenticate, or it disagrees with the
+            stored clear keys, versions or parent (the row was edited).
+    """
+    sealed = stored.get(SEALED_METADATA)
+    if sealed is None:
+        if crypt is not None and crypt.metadata and not crypt.allow_plaintext:
+            raise DecodeError(
+                f"metadata {where()} is stored in clear and this saver's encryption has "
+                "allow_plaintext=False; seal the store with `tether rekey`, or allow plaintext"
+            )
+        return stored
+    try:
+        raw = base64.b64decode(sealed, validate=True) if isinstance(sealed, str) else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw:
+        raise DecodeError(f"sealed metadata {where()} is not base64; the row is damaged")
+    if crypt is None:
+        raise DecodeError(
+            f"metadata {where()} is encrypted with key {key_id_of(raw)!r} and this saver has "
+            "no keys; give it encryption= (or set TETHER_KEYS) to read it"
+        )
+    import msgspec
+
+    inner = msgspec.json.decode(crypt.open(place, raw, where))
+    meta = inner.get("m") if type(inner) is dict else None
+    if type(meta) is not dict:
+        raise DecodeError(f"sealed metadata {where()} is not a metadata object")
+    if inner.get("v") != dict(versions) or inner.get("p") != parent_id:
+        raise DecodeError(
+            f"checkpoint {where()} does not match its sealed metadata: its channel versions "
+            "or parent were changed in the store after it was written; it is not read"
+        )
+    for key, value in stored.items():
+        if key != SEALED_METADATA and (key not in meta or meta[key] != value):
+            raise DecodeError(
+                f"metadata key {key!r} {where()} differs from its sealed copy: the row was "
+                "changed in the store after it was written; it is not read"
+            )
+    return meta
+
+
+def encryption_from(value: Any) -> Encryption | None:
+    """A saver's ``encryption=`` argument as an :class:`Encryption` (or ``None``: off).
+
+    ``None`` (the default): ``TETHER_KEYS`` if set, else no encryption.
+    ``False``: no encryption, whatever the environment (encrypted values then
+    fail to read, naming their key). An :class:`Encryption`; or a mapping of
+    key id -> key (the first one active).
+    """
+    if value is None:
+        return Encryption.from_env()
+    if value is False:
+        return None
+    if isinstance(value, Encryption):
+        return value
+    if isinstance(value, Mapping):
+        return Encryption(value)
+    raise ConfigError(
+        "encryption= takes an Encryption, a {key_id: key} mapping, False (off) or None "
+        f"(TETHER_KEYS), got {type(value).__name__}"
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m tether.encryption`
+    print(Encryption.generate_key())
