@@ -131,7 +131,7 @@ def _decode_key(kid: str, key: bytes | str) -> bytes:
     if len(raw) != _KEY_BYTES:
         raise ConfigError(
             f"key {kid!r} is {len(raw)} bytes; AES-256 keys are 32 bytes "
-            "(make one with `python -m tether.encryption`)"
+            "(make one with tether.encryption.Encryption.generate_key())"
         )
     return raw
 
@@ -456,7 +456,3 @@ def encryption_from(value: Any) -> Encryption | None:
         "encryption= takes an Encryption, a {key_id: key} mapping, False (off) or None "
         f"(TETHER_KEYS), got {type(value).__name__}"
     )
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m tether.encryption`
-    print(Encryption.generate_key())

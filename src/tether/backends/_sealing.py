@@ -44,8 +44,11 @@ __all__ = [
 ]
 
 
-def rekey_codec(crypt: Encryption | None, codec: BlobCodec) -> tuple[Encryption, BlobCodec]:
-    """The keyring and codec a rekey seals with: the saver's, reading clear values too.
+def rekey_codec(
+    crypt: Encryption | None, codec: BlobCodec, to: str | None = None
+) -> tuple[Encryption, BlobCodec]:
+    """The keyring and codec a rekey seals with: the saver's, with key ``to`` (default:
+    its active key) sealing, reading clear values too.
 
     Raises:
         ConfigError: the saver has no keyring.
@@ -55,7 +58,7 @@ def rekey_codec(crypt: Encryption | None, codec: BlobCodec) -> tuple[Encryption,
             "rekey needs the saver's keyring (encryption= or TETHER_KEYS), with the key to "
             "seal under as the active one"
         )
-    crypt = crypt.with_active(crypt.active, allow_plaintext=True)
+    crypt = crypt.with_active(to or crypt.active, allow_plaintext=True)
     return crypt, dataclasses.replace(codec, crypt=crypt)
 
 

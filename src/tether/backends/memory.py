@@ -442,8 +442,18 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
 
     # --- maintenance -------------------------------------------------------------------------
 
-    def rekey(self, *, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
-        """Seal every stored value, write and metadata under the active key (#17).
+    def rekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Seal every stored value, write and metadata under key ``to`` (#17).
+
+        ``to``: a key id of the ring (default: the active one); give every
+        writer that key as its active one first, so that nothing new is
+        sealed under the old key meanwhile.
 
         Values in clear (stored before encryption was turned on) are sealed
         too. Returns how many records were sealed again. ``batch`` and
@@ -453,7 +463,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             ConfigError: the saver has no keyring.
             DecodeError: a record does not open (its key is not in the ring).
         """
-        crypt, codec = rekey_codec(self._crypt, self._codec)
+        crypt, codec = rekey_codec(self._crypt, self._codec, to)
         done = 0
         with self._lock:
             for tid, spaces in self._threads.items():
@@ -483,9 +493,9 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             progress(done)
         return done
 
-    def rekey_pending(self) -> int:
+    def rekey_pending(self, to: str | None = None) -> int:
         """How many records :meth:`rekey` would seal again."""
-        crypt, _ = rekey_codec(self._crypt, self._codec)
+        crypt, _ = rekey_codec(self._crypt, self._codec, to)
         n = 0
         with self._lock:
             for spaces in self._threads.values():

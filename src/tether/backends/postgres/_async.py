@@ -48,6 +48,7 @@ from tether.backends._records import (
     encode_writes,
     inline_value,
 )
+from tether.backends._sealing import metadata_is_current, refuse_copy, rekey_codec
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
@@ -66,6 +67,12 @@ from tether.backends.postgres._leases import (
     lost_while_taking,
     released_lease,
     unconfirmed_lease,
+)
+from tether.backends.postgres._sealing import (
+    SealingStatements,
+    blob_updates,
+    meta_updates,
+    write_updates,
 )
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
@@ -151,6 +158,7 @@ class _AsyncPostgresCore:
         else:
             self._single = source
         self._sql = statements
+        self._sealing = SealingStatements(statements)
         self._pipeline = pipeline
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
@@ -291,6 +299,16 @@ class _AsyncPostgresCore:
 
         await self._run(what, op)
 
+    async def _execute_count(self, what: str, query: str, params: Any) -> int:
+        """Run one write statement; the rows it changed."""
+
+        async def op(conn: AsyncConnection[Any]) -> int:
+            async with self._tx(conn):
+                cur = await conn.execute(query, params)
+                return max(cur.rowcount, 0)
+
+        return await self._run(what, op)
+
     async def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
         """Run a fenced write statement, which must find the lease's epoch.
 
@@ -344,6 +362,8 @@ class _AsyncPostgresCore:
     ) -> AsyncIterator[CheckpointTuple]:
         # Validated here, so bad input fails at the call, not at the first item.
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
+        if self._codec.crypt is not None:
+            self._codec.crypt.check_filter(want)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         return self._async_list(serde, addr, only_ns, want, before_id, limit)
 
@@ -513,7 +533,82 @@ class _AsyncPostgresCore:
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
         what = f"copy_thread {shown(src)} -> {shown(dst)}"
-        await self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
+
+        async def op(conn: AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                await conn.execute(self._sql.copy_thread, {"src": src, "dst": dst})
+                await self._async_reseal_copy(conn, src, dst)
+
+        await self._run(what, op)
+
+    async def _async_reseal_copy(self, conn: AsyncConnection[Any], src: str, dst: str) -> None:
+        """The target's copies of sealed rows, sealed again for it (they name the source)."""
+        seal, codec = self._sealing, self._codec
+        params = {"src": src}
+        blobs = await (await _execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
+        writes = await (await _execute_tuples(conn, seal.sealed_writes, params)).fetchall()
+        metas = await (await _execute_tuples(conn, seal.sealed_meta, params)).fetchall()
+        if codec.crypt is None:
+            if blobs or writes or metas:
+                raise refuse_copy(src)
+            return
+        if blobs:
+            await conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+        if writes:
+            await conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+        if metas:
+            await conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+
+    # --- rekey (#17) ---------------------------------------------------------------------
+
+    async def arekey(
+        self, to: str | None, batch: int, progress: Callable[[int], None] | None
+    ) -> int:
+        """One pass sealing every stale row under key ``to`` (see ``_sealing``)."""
+        crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        header = crypt.header()
+        done = 0
+        steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
+            ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
+            ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
+            (
+                "checkpoints",
+                seal.swap_meta,
+                3,
+                lambda rows: meta_updates(
+                    crypt, rows, None, keep=lambda m: metadata_is_current(crypt, m)
+                ),
+            ),
+        ]
+        for table, swap, keylen, build in steps:
+            first, after = seal.stale[table]
+            cursor: Sequence[Any] | None = None
+            what = f"rekey of {table}"
+            while True:
+                params: dict[str, Any] = {"header": header, "batch": batch}
+                if cursor is not None:
+                    params.update({f"k{i}": v for i, v in enumerate(cursor)})
+                rows = await self._fetchall(what, first if cursor is None else after, params)
+                if not rows:
+                    break
+                updates = build(rows)
+                n = await self._execute_count(what, swap, updates) if updates["t"] else 0
+                done += n
+                if progress is not None:
+                    progress(n)
+                cursor = rows[-1][:keylen]
+        self._forget(None)
+        return done
+
+    async def arekey_pending(self, to: str | None) -> int:
+        """How many rows a rekey to ``to`` would seal again."""
+        crypt, _ = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        rows = await self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
+        n = int(rows[0][0])
+        metas = await self._fetchall("rekey count", seal.every_metadata, None)
+        return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

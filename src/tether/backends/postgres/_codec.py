@@ -180,6 +180,7 @@ def decode_row(
         w_types,
         w_encodings,
         w_blobs,
+        w_idxs,  # for the associated data of sealed writes (#17)
     ) = row
     at = Address(thread_id, ns, cid)
     check_write_count(at, nwrites, len(w_tasks) if w_tasks else 0, "the Postgres store")
@@ -196,9 +197,9 @@ def decode_row(
                 blobs[(thread_id, ns, channel, base)] = (tag, s_enc, s_raw, None)
     writes = (
         [
-            WriteRecord(task, "", 0, channel, tag, enc, raw)
-            for task, channel, tag, enc, raw in zip(
-                w_tasks, w_channels, w_types, w_encodings, w_blobs, strict=True
+            WriteRecord(task, "", idx, channel, tag, enc, raw)
+            for task, channel, tag, enc, raw, idx in zip(
+                w_tasks, w_channels, w_types, w_encodings, w_blobs, w_idxs, strict=True
             )
         ]
         if w_tasks

@@ -51,6 +51,7 @@ from tether.backends._records import (
     encode_writes,
     inline_value,
 )
+from tether.backends._sealing import metadata_is_current, refuse_copy, rekey_codec
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres import _arrays as arrays
 from tether.backends.postgres import _schema
@@ -69,6 +70,12 @@ from tether.backends.postgres._leases import (
     lost_while_taking,
     released_lease,
     unconfirmed_lease,
+)
+from tether.backends.postgres._sealing import (
+    SealingStatements,
+    blob_updates,
+    meta_updates,
+    write_updates,
 )
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
@@ -148,6 +155,7 @@ class _PostgresCore:
         else:
             self._single = source
         self._sql = statements
+        self._sealing = SealingStatements(statements)
         self._pipeline = pipeline
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
@@ -288,6 +296,16 @@ class _PostgresCore:
 
         self._run(what, op)
 
+    def _execute_count(self, what: str, query: str, params: Any) -> int:
+        """Run one write statement; the rows it changed."""
+
+        def op(conn: Connection[Any]) -> int:
+            with self._tx(conn):
+                cur = conn.execute(query, params)
+                return max(cur.rowcount, 0)
+
+        return self._run(what, op)
+
     def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
         """Run a fenced write statement, which must find the lease's epoch.
 
@@ -341,6 +359,8 @@ class _PostgresCore:
     ) -> Iterator[CheckpointTuple]:
         # Validated here, so bad input fails at the call, not at the first item.
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
+        if self._codec.crypt is not None:
+            self._codec.crypt.check_filter(want)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         return self._sync_list(serde, addr, only_ns, want, before_id, limit)
 
@@ -510,7 +530,80 @@ class _PostgresCore:
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
         what = f"copy_thread {shown(src)} -> {shown(dst)}"
-        self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
+
+        def op(conn: Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute(self._sql.copy_thread, {"src": src, "dst": dst})
+                self._sync_reseal_copy(conn, src, dst)
+
+        self._run(what, op)
+
+    def _sync_reseal_copy(self, conn: Connection[Any], src: str, dst: str) -> None:
+        """The target's copies of sealed rows, sealed again for it (they name the source)."""
+        seal, codec = self._sealing, self._codec
+        params = {"src": src}
+        blobs = (_execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
+        writes = (_execute_tuples(conn, seal.sealed_writes, params)).fetchall()
+        metas = (_execute_tuples(conn, seal.sealed_meta, params)).fetchall()
+        if codec.crypt is None:
+            if blobs or writes or metas:
+                raise refuse_copy(src)
+            return
+        if blobs:
+            conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+        if writes:
+            conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+        if metas:
+            conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+
+    # --- rekey (#17) ---------------------------------------------------------------------
+
+    def rekey(self, to: str | None, batch: int, progress: Callable[[int], None] | None) -> int:
+        """One pass sealing every stale row under key ``to`` (see ``_sealing``)."""
+        crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        header = crypt.header()
+        done = 0
+        steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
+            ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
+            ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
+            (
+                "checkpoints",
+                seal.swap_meta,
+                3,
+                lambda rows: meta_updates(
+                    crypt, rows, None, keep=lambda m: metadata_is_current(crypt, m)
+                ),
+            ),
+        ]
+        for table, swap, keylen, build in steps:
+            first, after = seal.stale[table]
+            cursor: Sequence[Any] | None = None
+            what = f"rekey of {table}"
+            while True:
+                params: dict[str, Any] = {"header": header, "batch": batch}
+                if cursor is not None:
+                    params.update({f"k{i}": v for i, v in enumerate(cursor)})
+                rows = self._fetchall(what, first if cursor is None else after, params)
+                if not rows:
+                    break
+                updates = build(rows)
+                n = self._execute_count(what, swap, updates) if updates["t"] else 0
+                done += n
+                if progress is not None:
+                    progress(n)
+                cursor = rows[-1][:keylen]
+        self._forget(None)
+        return done
+
+    def rekey_pending(self, to: str | None) -> int:
+        """How many rows a rekey to ``to`` would seal again."""
+        crypt, _ = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        rows = self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
+        n = int(rows[0][0])
+        metas = self._fetchall("rekey count", seal.every_metadata, None)
+        return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

@@ -818,8 +818,18 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     # --- maintenance ---------------------------------------------------------------------
 
-    def rekey(self, *, batch: int = 256, progress: Callable[[int], None] | None = None) -> int:
-        """Seal every stored value, write and metadata under the active key (#17).
+    def rekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Seal every stored value, write and metadata under key ``to`` (#17).
+
+        ``to``: a key id of the ring (default: the active one); give every
+        writer that key as its active one first, so that nothing new is
+        sealed under the old key meanwhile.
 
         One pass over the tables in batches of ``batch`` rows, each written
         in its own short transaction (``progress(n)`` after each); values in
@@ -835,7 +845,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             DecodeError: a row does not open (its key is not in the ring).
         """
         self._check_writable("rekey")
-        crypt, codec = rekey_codec(self._crypt, self.codec)
+        crypt, codec = rekey_codec(self._crypt, self.codec, to)
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ConfigError(f"batch must be a positive int, got {batch!r}")
 
@@ -858,9 +868,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         self._forget(None)  # snapshots this process remembers were sealed under the old key
         return done
 
-    def rekey_pending(self) -> int:
+    def rekey_pending(self, to: str | None = None) -> int:
         """How many rows :meth:`rekey` would seal again (not under the active key)."""
-        crypt, _ = rekey_codec(self._crypt, self.codec)
+        crypt, _ = rekey_codec(self._crypt, self.codec, to)
         pending: int = self._read(count_pending, crypt)
         return pending
 
