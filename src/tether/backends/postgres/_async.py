@@ -534,10 +534,18 @@ class _AsyncPostgresCore:
             raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
         what = f"copy_thread {shown(src)} -> {shown(dst)}"
 
+        params = {"src": src, "dst": dst}
+
         async def op(conn: AsyncConnection[Any]) -> None:
             async with conn.transaction():
-                await conn.execute(self._sql.copy_thread, {"src": src, "dst": dst})
-                await self._async_reseal_copy(conn, src, dst)
+                if self._codec.crypt is not None:
+                    await conn.execute(self._sql.copy_thread, params)
+                    await self._async_reseal_copy(conn, src, dst)
+                    return
+                cur = await _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
+                sealed = await cur.fetchone()
+                if sealed is not None and sealed[0]:
+                    raise refuse_copy(src)  # rolls the copy back
 
         await self._run(what, op)
 
@@ -548,10 +556,7 @@ class _AsyncPostgresCore:
         blobs = await (await _execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
         writes = await (await _execute_tuples(conn, seal.sealed_writes, params)).fetchall()
         metas = await (await _execute_tuples(conn, seal.sealed_meta, params)).fetchall()
-        if codec.crypt is None:
-            if blobs or writes or metas:
-                raise refuse_copy(src)
-            return
+        assert codec.crypt is not None
         if blobs:
             await conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
         if writes:

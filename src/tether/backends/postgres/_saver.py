@@ -762,6 +762,28 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         """How many rows :meth:`rekey` would seal again (not under key ``to``)."""
         return self._sync_core().rekey_pending(to)
 
+    async def arekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Async :meth:`rekey`."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.rekey, to, batch=batch, progress=progress)
+        return await core.arekey(to, batch, progress)
+
+    async def arekey_pending(self, to: str | None = None) -> int:
+        """Async :meth:`rekey_pending`."""
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.rekey_pending, to)
+        return await core.arekey_pending(to)
+
     # --- async API --------------------------------------------------------------------
     # The loop's async core when there is one; else (a saver built from a sync
     # psycopg resource) ThreadedAsyncMixin runs the sync methods in worker threads.

@@ -85,6 +85,16 @@ class SealingStatements:
             f"+ (SELECT count(*) FROM {writes} WHERE {_STALE.format(col='blob')})"
         )
         self.every_metadata = f"SELECT metadata FROM {checkpoints}"
+        # copy_thread by a saver without keys, still one statement: the copy,
+        # returning whether the source holds sealed rows (the caller then rolls
+        # it back: their copies would be bound to the source thread).
+        self.copy_unless_sealed = (
+            sql.copy_thread.rstrip()
+            + f"\nRETURNING EXISTS (SELECT 1 FROM {blobs} WHERE thread_id = %(src)s "
+            f"AND encoding & 8 = 8) OR EXISTS (SELECT 1 FROM {writes} WHERE "
+            f"thread_id = %(src)s AND encoding & 8 = 8) OR EXISTS (SELECT 1 FROM "
+            f"{checkpoints} WHERE thread_id = %(src)s AND metadata ? '{SEALED_METADATA}')"
+        )
 
         blob_set = (
             f"UPDATE {blobs} AS b SET encoding = x.encoding, blob = x.blob "

@@ -531,10 +531,18 @@ class _PostgresCore:
             raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
         what = f"copy_thread {shown(src)} -> {shown(dst)}"
 
+        params = {"src": src, "dst": dst}
+
         def op(conn: Connection[Any]) -> None:
             with conn.transaction():
-                conn.execute(self._sql.copy_thread, {"src": src, "dst": dst})
-                self._sync_reseal_copy(conn, src, dst)
+                if self._codec.crypt is not None:
+                    conn.execute(self._sql.copy_thread, params)
+                    self._sync_reseal_copy(conn, src, dst)
+                    return
+                cur = _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
+                sealed = cur.fetchone()
+                if sealed is not None and sealed[0]:
+                    raise refuse_copy(src)  # rolls the copy back
 
         self._run(what, op)
 
@@ -545,10 +553,7 @@ class _PostgresCore:
         blobs = (_execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
         writes = (_execute_tuples(conn, seal.sealed_writes, params)).fetchall()
         metas = (_execute_tuples(conn, seal.sealed_meta, params)).fetchall()
-        if codec.crypt is None:
-            if blobs or writes or metas:
-                raise refuse_copy(src)
-            return
+        assert codec.crypt is not None
         if blobs:
             conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
         if writes:
