@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from tether.backends._payload import ENCRYPTED, BlobCodec, where
-from tether.backends._records import StoredValue, WriteRecord
+from tether.backends._records import StoredValue, ValueRecord, WriteRecord
 from tether.checkpoint import Address
 from tether.encryption import (
     SEALED_METADATA,
@@ -32,8 +32,10 @@ from tether.encryption import (
     write_place,
 )
 from tether.errors import ConfigError
+from tether.serde.base import SerializerProtocol
 
 __all__ = [
+    "inline_out",
     "is_current",
     "metadata_is_current",
     "refuse_copy",
@@ -60,6 +62,33 @@ def rekey_codec(
         )
     crypt = crypt.with_active(to or crypt.active, allow_plaintext=True)
     return crypt, dataclasses.replace(codec, crypt=crypt)
+
+
+def inline_out(
+    codec: BlobCodec,
+    serde: SerializerProtocol,
+    thread_id: str,
+    ns: str,
+    head: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[ValueRecord]] | None:
+    """A head that keeps values in clear (written before encryption was on), without them,
+    and those values as sealed value records at their versions (``None``: none inline).
+
+    A value is the same at a version wherever it is kept, so the records may
+    already exist (a later checkpoint carried the value over in its own head).
+    """
+    inline = head.get("channel_values")
+    if not inline or not isinstance(inline, dict):
+        return None
+    versions = head.get("channel_versions") or {}
+    records = []
+    for channel, value in inline.items():
+        version = str(versions.get(channel))
+        place = value_place(thread_id, ns, channel, version, None)
+        records.append(ValueRecord(channel, version, *codec.encode(serde, value, place)))
+    out = dict(head)
+    del out["channel_values"]
+    return out, records
 
 
 def is_current(crypt: Encryption, encoding: int, payload: bytes | None) -> bool:

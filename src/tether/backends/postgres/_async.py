@@ -71,6 +71,7 @@ from tether.backends.postgres._leases import (
 from tether.backends.postgres._sealing import (
     SealingStatements,
     blob_updates,
+    head_moves,
     meta_updates,
     write_updates,
 )
@@ -93,6 +94,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
+from tether.encryption import Encryption
 from tether.errors import (
     ConfigError,
     MigrationError,
@@ -567,13 +569,17 @@ class _AsyncPostgresCore:
     # --- rekey (#17) ---------------------------------------------------------------------
 
     async def arekey(
-        self, to: str | None, batch: int, progress: Callable[[int], None] | None
+        self,
+        serde: SerializerProtocol,
+        to: str | None,
+        batch: int,
+        progress: Callable[[int], None] | None,
     ) -> int:
         """One pass sealing every stale row under key ``to`` (see ``_sealing``)."""
         crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
         seal = self._sealing
         header = crypt.header()
-        done = 0
+        done = await self._async_move_heads(serde, crypt, codec, batch, progress)
         steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
             ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
             ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
@@ -606,12 +612,50 @@ class _AsyncPostgresCore:
         self._forget(None)
         return done
 
+    async def _async_move_heads(
+        self,
+        serde: SerializerProtocol,
+        crypt: Encryption,
+        codec: BlobCodec,
+        batch: int,
+        progress: Callable[[int], None] | None,
+    ) -> int:
+        """Heads that keep values in clear: the values moved to sealed rows, a batch a
+        transaction (the head is replaced only if unchanged since it was read)."""
+        seal = self._sealing
+        first, after = seal.stale["heads"]
+        cursor: Sequence[Any] | None = None
+        done = 0
+        while True:
+            params: dict[str, Any] = {"batch": batch}
+            if cursor is not None:
+                params.update({f"k{i}": v for i, v in enumerate(cursor)})
+            query = first if cursor is None else after
+            rows = await self._fetchall("rekey of heads", query, params)
+            if not rows:
+                return done
+            moves = head_moves(codec, serde, crypt, rows)
+
+            async def op(conn: AsyncConnection[Any], moves: dict[str, Any] = moves) -> int:
+                async with conn.transaction():
+                    await conn.execute(seal.add_blobs, moves)
+                    cur = await conn.execute(seal.move_heads, moves)
+                    return max(cur.rowcount, 0)
+
+            n = await self._run("rekey of heads", op)
+            done += n
+            if progress is not None:
+                progress(n)
+            cursor = rows[-1][:3]
+
     async def arekey_pending(self, to: str | None) -> int:
         """How many rows a rekey to ``to`` would seal again."""
         crypt, _ = rekey_codec(self._codec.crypt, self._codec, to)
         seal = self._sealing
         rows = await self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
         n = int(rows[0][0])
+        heads = await self._fetchall("rekey count", seal.count_clear_heads, None)
+        n += int(heads[0][0])
         metas = await self._fetchall("rekey count", seal.every_metadata, None)
         return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
 

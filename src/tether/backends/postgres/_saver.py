@@ -756,7 +756,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         """
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ConfigError(f"batch must be a positive int, got {batch!r}")
-        return self._sync_core().rekey(to, batch, progress)
+        return self._sync_core().rekey(self.serde, to, batch, progress)
 
     def rekey_pending(self, to: str | None = None) -> int:
         """How many rows :meth:`rekey` would seal again (not under key ``to``)."""
@@ -775,7 +775,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         core = await self._aio_core()
         if core is None:
             return await asyncio.to_thread(self.rekey, to, batch=batch, progress=progress)
-        return await core.arekey(to, batch, progress)
+        return await core.arekey(self.serde, to, batch, progress)
 
     async def arekey_pending(self, to: str | None = None) -> int:
         """Async :meth:`rekey_pending`."""

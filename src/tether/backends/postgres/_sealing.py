@@ -23,12 +23,13 @@ from typing import Any
 
 from tether.backends._payload import BlobCodec
 from tether.backends._records import WriteRecord
-from tether.backends._sealing import reseal_metadata, reseal_value, reseal_write
+from tether.backends._sealing import inline_out, reseal_metadata, reseal_value, reseal_write
 from tether.backends.postgres._codec import metadata_json
 from tether.backends.postgres._sql import Statements
 from tether.encryption import SEALED_METADATA, Encryption
+from tether.serde.base import SerializerProtocol
 
-__all__ = ["SealingStatements", "blob_updates", "meta_updates", "write_updates"]
+__all__ = ["SealingStatements", "blob_updates", "head_moves", "meta_updates", "write_updates"]
 
 _BLOB_KEY = ("thread_id", "checkpoint_ns", "channel", "version")
 _WRITE_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
@@ -85,6 +86,30 @@ class SealingStatements:
             f"+ (SELECT count(*) FROM {writes} WHERE {_STALE.format(col='blob')})"
         )
         self.every_metadata = f"SELECT metadata FROM {checkpoints}"
+        # Heads written before encryption keep small values in clear: moved to
+        # sealed value rows (the same value at the same version wherever it is kept).
+        clear = "coalesce(checkpoint -> 'channel_values', '{}'::jsonb) <> '{}'::jsonb"
+        heads = (
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
+            f"metadata FROM {checkpoints} WHERE {clear}"
+        )
+        order = f" ORDER BY {', '.join(_CHECKPOINT_KEY)} LIMIT %(batch)s"
+        self.stale["heads"] = (heads + order, heads + _after(_CHECKPOINT_KEY) + order)
+        self.count_clear_heads = f"SELECT count(*) FROM {checkpoints} WHERE {clear}"
+        self.add_blobs = (
+            f"INSERT INTO {blobs} (thread_id, checkpoint_ns, channel, version, type, encoding, "
+            "blob) SELECT * FROM unnest(%(t)s::text[], %(ns)s::text[], %(ch)s::text[], "
+            "%(v)s::text[], %(type)s::text[], %(enc)s::smallint[], %(blob)s::bytea[]) "
+            "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+        )
+        self.move_heads = (
+            f"UPDATE {checkpoints} AS c SET checkpoint = x.head::jsonb, "
+            "metadata = x.metadata::jsonb FROM unnest(%(ht)s::text[], %(hns)s::text[], "
+            "%(hcid)s::text[], %(head)s::text[], %(meta)s::text[], %(old_head)s::text[], "
+            "%(old)s::text[]) AS x(t, ns, cid, head, metadata, old_head, old) "
+            "WHERE c.thread_id = x.t AND c.checkpoint_ns = x.ns AND c.checkpoint_id = x.cid "
+            "AND c.checkpoint = x.old_head::jsonb AND c.metadata = x.old::jsonb"
+        )
         # copy_thread by a saver without keys, still one statement: the copy,
         # returning whether the source holds sealed rows (the caller then rolls
         # it back: their copies would be bound to the source thread).
@@ -186,3 +211,36 @@ def meta_updates(
         ):
             out[key].append(value)
     return out
+
+
+def head_moves(
+    codec: BlobCodec,
+    serde: SerializerProtocol,
+    crypt: Encryption,
+    rows: Sequence[Sequence[Any]],
+) -> dict[str, Any]:
+    """The parameters of ``add_blobs`` and ``move_heads`` for rows of the clear heads."""
+    keys = ("t", "ns", "ch", "v", "type", "enc", "blob")
+    out: dict[str, list[Any]] = {k: [] for k in keys}
+    heads: dict[str, list[Any]] = {
+        k: [] for k in ("ht", "hns", "hcid", "head", "meta", "old_head", "old")
+    }
+    for tid, ns, cid, parent, head, metadata in rows:
+        moved = inline_out(codec, serde, tid, ns, head)
+        if moved is None:
+            continue
+        new_head, records = moved
+        for v in records:
+            row = (tid, ns, v.channel, v.version, v.type, v.encoding, v.payload)
+            for key, value in zip(keys, row, strict=True):
+                out[key].append(value)
+        versions = {str(k): str(v) for k, v in (head.get("channel_versions") or {}).items()}
+        sealed = reseal_metadata(crypt, metadata, tid, tid, ns, cid, versions, parent)
+        meta = metadata_json(dict(metadata if sealed is None else sealed))
+        row2 = (
+            *(tid, ns, cid, metadata_json(new_head), meta),
+            *(metadata_json(dict(head)), metadata_json(dict(metadata))),
+        )
+        for key, value in zip(heads, row2, strict=True):
+            heads[key].append(value)
+    return {**out, **heads}

@@ -854,14 +854,17 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             with self._conns.connection() as conn, translate_errors(where):
                 return conn.execute(sql, args).fetchall()
 
-        def write(sql: str, rows: _List[tuple[Any, ...]]) -> int:
+        def write(ops: _List[tuple[str, _List[tuple[Any, ...]]]]) -> int:
             def run(conn: sqlite3.Connection) -> int:
-                return int(conn.executemany(sql, rows).rowcount)
+                changed = 0
+                for sql, rows in ops:
+                    changed = conn.executemany(sql, rows).rowcount
+                return int(changed)
 
             return int(self._write(run))
 
         done = 0
-        for n in rekey_batches(read, write, crypt, codec, batch):
+        for n in rekey_batches(read, write, crypt, codec, self.serde, batch):
             done += n
             if progress is not None:
                 progress(n)

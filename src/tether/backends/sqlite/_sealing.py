@@ -21,9 +21,12 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import msgspec
+
 from tether.backends._payload import BlobCodec
-from tether.backends._records import WriteRecord
+from tether.backends._records import HEAD_JSON, WriteRecord
 from tether.backends._sealing import (
+    inline_out,
     metadata_is_current,
     refuse_copy,
     reseal_metadata,
@@ -40,6 +43,7 @@ from tether.backends._sqlbase import (
 from tether.checkpoint import Address
 from tether.contract import dumps_json, loads_json
 from tether.encryption import SEALED_METADATA, Encryption
+from tether.serde.base import SerializerProtocol
 
 __all__ = ["REKEY_TABLES", "count_pending", "rekey_batches", "reseal_copy"]
 
@@ -77,6 +81,17 @@ _SET_META = (
 _UPDATE_BLOB = _SET_BLOB + " AND value = ?"
 _UPDATE_WRITE = _SET_WRITE + " AND value = ?"
 _UPDATE_META = _SET_META + " AND metadata = ?"
+# A head written before encryption, its values in clear, moved to sealed value rows.
+_UPDATE_HEAD = (
+    "UPDATE tether_checkpoints SET checkpoint = ?, metadata = ?, checksum = ? "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    "AND checkpoint = ? AND metadata = ?"
+)
+_ADD_BLOB = (
+    "INSERT OR IGNORE INTO tether_blobs "
+    "(thread_id, checkpoint_ns, channel, version, type, encoding, base, value, checksum) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 #: The tables a rekey goes through, in order.
 REKEY_TABLES = ("tether_blobs", "tether_writes", "tether_checkpoints")
@@ -163,23 +178,28 @@ def count_pending(conn: sqlite3.Connection, crypt: Encryption) -> int:
     for table in ("tether_blobs", "tether_writes"):
         stale = conn.execute(f"SELECT count(*) FROM {table} WHERE {_STALE}", (len(header), header))
         n += stale.fetchone()[0]
-    for (meta,) in conn.execute("SELECT metadata FROM tether_checkpoints"):
-        n += not metadata_is_current(crypt, loads_json(meta))
+    for head_type, head, meta in conn.execute(
+        "SELECT type, checkpoint, metadata FROM tether_checkpoints"
+    ):
+        clear = head_type == HEAD_JSON and bool(loads_json(head).get("channel_values"))
+        n += clear or not metadata_is_current(crypt, loads_json(meta))
     return int(n)
 
 
 def rekey_batches(
     read: Callable[[str, Sequence[Any]], list[Any]],
-    write: Callable[[str, list[tuple[Any, ...]]], int],
+    write: Callable[[list[tuple[str, list[tuple[Any, ...]]]]], int],
     crypt: Encryption,
     codec: BlobCodec,
+    serde: SerializerProtocol,
     batch: int,
 ) -> Iterator[int]:
     """One rekey pass over every table; yields the rows each batch rewrote.
 
-    ``read(sql, args)`` runs a read (its own snapshot); ``write(sql, rows)``
-    runs an ``executemany`` in one write transaction and returns the rows it
-    changed (rows that changed since they were read are left alone).
+    ``read(sql, args)`` runs a read (its own snapshot); ``write(ops)`` runs
+    ``executemany(sql, rows)`` for each op in one write transaction and
+    returns the rows the last one changed (rows that changed since they were
+    read are left alone). ``serde`` encodes values a head kept in clear.
     """
     header = crypt.header()
     cursor: Sequence[Any] | None = None
@@ -193,7 +213,7 @@ def rekey_batches(
         if not rows:
             break
         updates = [(*_blob_update(codec, r, r[0]), r[7]) for r in rows]
-        yield write(_UPDATE_BLOB, updates)
+        yield write([(_UPDATE_BLOB, updates)])
         cursor = rows[-1][:4]
     cursor = None
     while True:  # pending writes
@@ -206,7 +226,7 @@ def rekey_batches(
         if not rows:
             break
         updates = [(*_write_update(codec, r, r[0]), r[9]) for r in rows]
-        yield write(_UPDATE_WRITE, updates)
+        yield write([(_UPDATE_WRITE, updates)])
         cursor = rows[-1][:5]
     cursor = None
     while True:  # metadata: which key sealed it is in its base64 text, read in Python
@@ -219,11 +239,47 @@ def rekey_batches(
         if not rows:
             break
         updates = []
+        n = 0
         for r in rows:
+            moved = _head_update(codec, serde, crypt, r)
+            if moved is not None:
+                n += write(moved)
+                continue
             if metadata_is_current(crypt, loads_json(r[7])):
                 continue
             update = _meta_update(crypt, r, r[0])
             if update is not None:
                 updates.append((*update, r[7]))
-        yield write(_UPDATE_META, updates) if updates else 0
+        yield n + (write([(_UPDATE_META, updates)]) if updates else 0)
         cursor = rows[-1][:3]
+
+
+def _head_update(
+    codec: BlobCodec, serde: SerializerProtocol, crypt: Encryption, row: Sequence[Any]
+) -> list[tuple[str, list[tuple[Any, ...]]]] | None:
+    """The ops that move a head's clear values to sealed rows and seal its metadata."""
+    tid, ns, cid, parent, head_type, head, versions_json, meta_json, unstored = row
+    if head_type != HEAD_JSON:
+        return None
+    doc = loads_json(head)
+    moved = inline_out(codec, serde, tid, ns, doc) if isinstance(doc, dict) else None
+    if moved is None:
+        return None
+    new_head, records = moved
+    head_bytes = msgspec.json.encode(new_head)
+    meta = metadata_from_json(meta_json, address=Address(tid, ns, cid))
+    versions = versions_from_json(versions_json)
+    sealed = reseal_metadata(crypt, meta, tid, tid, ns, cid, versions, parent)
+    text = meta_json if sealed is None else dumps_json(sealed)
+    check = row_checksum(cid, parent, head_type, head_bytes, versions_json, text, unstored)
+    blobs = [
+        (
+            *(tid, ns, v.channel, v.version, v.type, v.encoding, None, v.payload),
+            value_checksum(v.channel, v.version, v.type, v.encoding, None, v.payload),
+        )
+        for v in records
+    ]
+    return [
+        (_ADD_BLOB, blobs),
+        (_UPDATE_HEAD, [(head_bytes, text, check, tid, ns, cid, head, meta_json)]),
+    ]
