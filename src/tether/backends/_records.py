@@ -271,13 +271,11 @@ class PutPlan:
                 if appends is not None:
                     addr = self.address
                     appends.forget((addr.thread_id, addr.checkpoint_ns, fb.channel))
-                place = None
-                if codec.crypt is not None:
-                    addr = self.address
-                    place = value_place(
-                        addr.thread_id, addr.checkpoint_ns, fb.channel, fb.whole.version, None
-                    )
-                whole = codec.encode_bytes(fb.whole.tag, fb.whole.data, place)
+                tid, ns = self.address.thread_id, self.address.checkpoint_ns
+                place = value_place(tid, ns, fb.channel, fb.whole.version, None)
+                whole = codec.encode_bytes(
+                    fb.whole.tag, fb.whole.data, place if codec.crypt else None
+                )
                 values[fb.index] = ValueRecord(fb.channel, fb.whole.version, *whole)
         return values
 
@@ -315,8 +313,7 @@ def encode_put(
     if appends is not None and not supports(serde):
         appends = None
     sealed = codec.crypt is not None  # every value sealed, bound to its place (#17)
-    if sealed:
-        inline = None
+    inline = None if sealed else inline
     values: list[ValueRecord] = []
     fallbacks: list[Fallback] = []
     inlined: dict[str, Any] = {}
@@ -329,7 +326,7 @@ def encode_put(
             values.append(ValueRecord(channel, version, *codec.encode(serde, value, place)))
             continue
         plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
-        at = _placer(tid, ns, channel) if sealed else None
+        at = (lambda v, b, c=channel: value_place(tid, ns, c, v, b)) if sealed else None
         for ver, tag, encoding, payload, base in codec.encode_plan(plan, at):
             values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
         if plan.needs is not None and plan.fallback is not None:
@@ -353,10 +350,6 @@ def encode_put(
         values=tuple(values),
         fallbacks=tuple(fallbacks),
     )
-
-
-def _placer(tid: str, ns: str, channel: str) -> Callable[[str, str | None], bytes]:
-    return lambda version, base: value_place(tid, ns, channel, version, base)
 
 
 def check_carried(
@@ -439,20 +432,11 @@ def encode_writes(
             f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
             "(configurable.checkpoint_id), as returned by put()"
         )
-    if codec.crypt is None:
-        records = [
-            WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value))
-            for r in prepare_writes(writes, task_id, task_path)
-        ]
-        return addr, records
     tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
+    at = (lambda r: write_place(tid, ns, cid, r.task_id, r.idx, r.channel)) if codec.crypt else None
     records = [
         WriteRecord(
-            r.task_id,
-            r.task_path,
-            r.idx,
-            r.channel,
-            *codec.encode(serde, r.value, write_place(tid, ns, cid, r.task_id, r.idx, r.channel)),
+            r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value, at and at(r))
         )
         for r in prepare_writes(writes, task_id, task_path)
     ]
@@ -625,13 +609,9 @@ def assemble(
         return value_place(tid, ns, channel, version, base) if crypt is not None else None
 
     def bytes_of(stored: StoredValue, channel: str, version: str) -> bytes:
-        return codec.decode_bytes(
-            stored[1],
-            stored[2],
-            where=lambda: _where(address, channel, None),
-            tag=stored[0],
-            place=place_of(channel, version, stored[3]),
-        )
+        at = place_of(channel, version, stored[3])
+        row = lambda: _where(address, channel, None)  # noqa: E731
+        return codec.decode_bytes(stored[1], stored[2], where=row, tag=stored[0], place=at)
 
     def plain_value(tag: str, channel: str) -> Callable[[bytes], Any]:
         # bytes already out of their payload (opened, decompressed): the serializer's
@@ -661,9 +641,8 @@ def assemble(
             continue
         base = blob[3]
         if base is None:
-            values[channel] = value(
-                blob[0], blob[1], blob[2], channel, None, place_of(channel, version, None)
-            )
+            at = place_of(channel, version, None)
+            values[channel] = value(blob[0], blob[1], blob[2], channel, None, at)
             continue
         key = (tid, ns, channel, base)
         found = memo.get(key, _MISSING) if memo is not None else _MISSING
@@ -705,21 +684,12 @@ def assemble(
         extend_run(memo, run_key, found, tail)
     checkpoint["channel_values"] = values
     cid = address.checkpoint_id or ""
-    pending: list[PendingWrite] = [
-        (
-            w.task_id,
-            w.channel,
-            value(
-                w.type,
-                w.encoding,
-                w.value,
-                w.channel,
-                w.task_id,
-                write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if crypt else None,
-            ),
-        )
-        for w in writes
-    ]
+
+    def write(w: WriteRecord) -> Any:
+        at = write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if crypt else None
+        return value(w.type, w.encoding, w.value, w.channel, w.task_id, at)
+
+    pending: list[PendingWrite] = [(w.task_id, w.channel, write(w)) for w in writes]
     parent = address.with_id(parent_id).to_config() if parent_id else None
     return CheckpointTuple(
         config=address.to_config(),
