@@ -9,14 +9,17 @@ values of several keys at once and is re-encrypted under a new one by
 Sealed bytes (the ``payload`` of an encoded value after its checksum; see
 :mod:`tether.backends._payload`)::
 
-    0x01 | len(kid) | kid | salt (16 bytes) | AES-256-GCM ciphertext | tag (16 bytes)
+    0x01 | len(kid) | kid | salt (16) | nonce (12) | AES-256-GCM ciphertext | tag (16)
 
-Format 1: each value has a key of its own, ``HKDF-SHA256(key, salt, info)``
-(32 bytes of key, then the 12-byte nonce), from a fresh random salt. Random
-96-bit nonces under one key are safe for about 2^32 values (NIST SP 800-38D),
-which a busy store writes in months (every put seals several values, rekey
-seals them all again); a 128-bit salt per value moves the bound to about
-2^48 values per key before a 2^-32 chance of a repeated key.
+Format 1: values are sealed with AES-256-GCM under a *subkey*,
+``HKDF-SHA256(key, salt)``, and a random 96-bit nonce. Random nonces under
+one AES-GCM key are safe for about 2^32 values (NIST SP 800-38D), which a
+busy store writes in months (every put seals several values, rekey seals them
+all again). So a writer derives a fresh subkey from a fresh random salt for
+every 2^20 values it seals (and per keyring object), which keeps each
+subkey's nonces far inside the bound however much is written under one key;
+readers derive a subkey once per salt they meet and keep the last few
+hundred. The salt, in every value, names the subkey.
 
 The associated data (authenticated, not stored) is the header above plus the
 value's *place*: ``(thread, namespace, channel, version, base)`` for a
@@ -40,11 +43,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import re
-import struct
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import msgspec
 
 from tether.errors import ConfigError, DecodeError
 
@@ -73,40 +79,44 @@ SEALED_METADATA = "__tether_sealed__"
 
 _FORMAT = 1
 _SALT = 16
+_NONCE = 12
 _TAG = 16
+#: Values a writer seals under one subkey before it derives the next.
+SUBKEY_USES = 1 << 20
+_READ_CACHE = 256  # subkeys a keyring keeps for reading
 _KEY_BYTES = 32
 _INFO = b"tether aead v1"
 _KID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_U32 = struct.Struct("<I")
+_pack = msgspec.msgpack.Encoder().encode
 
 
-def _framed(kind: bytes, fields: Iterable[str | int | None]) -> bytes:
-    out = [b"tether/1 ", kind]
-    for f in fields:
-        if f is None:
-            out.append(b"\xff\xff\xff\xff")
-            continue
-        data = str(f).encode("utf-8", "surrogatepass")
-        out.append(_U32.pack(len(data)))
-        out.append(data)
-    return b"".join(out)
+def _framed(kind: str, fields: tuple[str | int | None, ...]) -> bytes:
+    # A MessagePack array: every field framed by its type and length, so no two
+    # places give the same bytes. Names are valid UTF-8 on every backend.
+    return _pack(("tether/1", kind, *fields))
 
 
 def value_place(thread_id: str, ns: str, channel: str, version: str, base: str | None) -> bytes:
     """The associated data of a channel value: where it is stored."""
-    return _framed(b"value", (thread_id, ns, channel, version, base))
+    return _framed("value", (thread_id, ns, channel, version, base))
 
 
 def write_place(
     thread_id: str, ns: str, checkpoint_id: str, task_id: str, idx: int, channel: str
 ) -> bytes:
     """The associated data of a pending write: where it is stored."""
-    return _framed(b"write", (thread_id, ns, checkpoint_id, task_id, idx, channel))
+    return _framed("write", (thread_id, ns, checkpoint_id, task_id, idx, channel))
 
 
 def metadata_place(thread_id: str, ns: str, checkpoint_id: str) -> bytes:
     """The associated data of a checkpoint's sealed metadata."""
-    return _framed(b"metadata", (thread_id, ns, checkpoint_id))
+    return _framed("metadata", (thread_id, ns, checkpoint_id))
+
+
+@functools.lru_cache(maxsize=64)
+def _header(kid: str) -> bytes:
+    raw = kid.encode("ascii")
+    return bytes((_FORMAT, len(raw))) + raw
 
 
 def key_id_of(sealed: bytes | memoryview) -> str | None:
@@ -163,7 +173,10 @@ class Encryption:
         "_hkdf",
         "_invalid",
         "_keys",
+        "_lock",
+        "_readers",
         "_sha256",
+        "_writer",
         "active",
         "allow_plaintext",
         "clear_metadata",
@@ -207,6 +220,7 @@ class Encryption:
         self._hkdf = HKDF
         self._sha256 = SHA256
         self._invalid = InvalidTag
+        self._fresh_state()
         self.active = active
         self.metadata = bool(metadata)
         self.clear_metadata = DEFAULT_CLEAR_METADATA | clear
@@ -256,6 +270,7 @@ class Encryption:
         out._hkdf = self._hkdf
         out._sha256 = self._sha256
         out._invalid = self._invalid
+        out._fresh_state()
         out.active = kid
         out.metadata = self.metadata
         out.clear_metadata = self.clear_metadata
@@ -274,22 +289,59 @@ class Encryption:
 
     def header(self, kid: str | None = None) -> bytes:
         """The sealed-bytes prefix of key ``kid`` (the active key's by default)."""
-        raw = (kid or self.active).encode("ascii")
-        return bytes((_FORMAT, len(raw))) + raw
+        return _header(kid or self.active)
 
-    def _cipher(self, kid: str, salt: bytes) -> tuple[Any, bytes]:
-        okm = self._hkdf(algorithm=self._sha256(), length=44, salt=salt, info=_INFO).derive(
+    def _fresh_state(self) -> None:
+        self._lock = threading.Lock()
+        # The subkey this ring seals with: (key id, salt, AESGCM, values left).
+        self._writer: tuple[str, bytes, Any, int] | None = None
+        self._readers: dict[bytes, Any] = {}  # header + salt -> subkey
+
+    def _subkey(self, kid: str, salt: bytes) -> Any:
+        okm = self._hkdf(algorithm=self._sha256(), length=32, salt=salt, info=_INFO).derive(
             self._keys[kid]
         )
-        return self._aead(okm[:32]), okm[32:]
+        return self._aead(okm)
 
     def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
         """``data`` encrypted under the active key, bound to ``place``."""
-        header = self.header()
-        salt = os.urandom(_SALT)
-        aead, nonce = self._cipher(self.active, salt)
-        sealed: bytes = aead.encrypt(nonce, bytes(data), header + place)
-        return header + salt + sealed
+        kid = self.active
+        with self._lock:
+            w = self._writer
+            if w is None or w[0] != kid or w[3] <= 0:
+                salt = os.urandom(_SALT)
+                w = (kid, salt, self._subkey(kid, salt), SUBKEY_USES)
+            self._writer = (w[0], w[1], w[2], w[3] - 1)
+        header = self.header(kid)
+        nonce = os.urandom(_NONCE)
+        sealed: bytes = w[2].encrypt(nonce, data, header + place)
+        return header + w[1] + nonce + sealed
+
+    def _reader(self, prefix: bytes, where: Callable[[], str]) -> Any:
+        """The subkey of sealed bytes starting with ``prefix`` (header and salt)."""
+        # A dict read is atomic: the cache is only locked to change it.
+        aead = self._readers.get(prefix)
+        if aead is not None:
+            return aead
+        kid = key_id_of(prefix)
+        if kid is None:
+            raise DecodeError(
+                f"encrypted value {where()} has a header this tether does not know "
+                f"(format {prefix[0] if prefix else None!r}); it is damaged, or was "
+                "written by a newer tether"
+            )
+        if kid not in self._keys:
+            raise DecodeError(
+                f"value {where()} is encrypted with key {kid!r}, which this saver's keyring "
+                f"does not have (it has {self.key_ids}); add key {kid!r} to encryption= or "
+                "TETHER_KEYS to read it"
+            )
+        aead = self._subkey(kid, prefix[-_SALT:])
+        with self._lock:
+            if len(self._readers) >= _READ_CACHE:
+                self._readers.clear()
+            self._readers[prefix] = aead
+        return aead
 
     def open(self, place: bytes, sealed: bytes | memoryview, where: Callable[[], str]) -> bytes:
         """The plaintext of sealed bytes bound to ``place``.
@@ -299,34 +351,22 @@ class Encryption:
                 the ring, or the bytes do not authenticate (changed, moved
                 from another row, or sealed by another key of the same id).
         """
-        kid = key_id_of(sealed)
-        if kid is None:
-            raise DecodeError(
-                f"encrypted value {where()} has a header this tether does not know "
-                f"(format {sealed[0] if len(sealed) else None!r}); it is damaged, or was "
-                "written by a newer tether"
-            )
-        key = self._keys.get(kid)
-        if key is None:
-            raise DecodeError(
-                f"value {where()} is encrypted with key {kid!r}, which this saver's keyring "
-                f"does not have (it has {self.key_ids}); add key {kid!r} to encryption= or "
-                "TETHER_KEYS to read it"
-            )
-        start = 2 + len(kid)
-        header = bytes(sealed[:start])
-        salt = bytes(sealed[start : start + _SALT])
-        body = bytes(sealed[start + _SALT :])
-        if len(salt) < _SALT or len(body) < _TAG:
+        start = 2 + (sealed[1] if len(sealed) > 1 else 0)
+        salted = start + _SALT
+        if len(sealed) < salted + _NONCE + _TAG:
+            kid = key_id_of(sealed)
             raise DecodeError(f"encrypted value {where()} (key {kid!r}) is truncated")
-        aead, nonce = self._cipher(kid, salt)
+        prefix = bytes(sealed[:salted])
+        aead = self._reader(prefix, where)
         try:
-            out: bytes = aead.decrypt(nonce, body, header + place)
+            out: bytes = aead.decrypt(
+                sealed[salted : salted + _NONCE], sealed[salted + _NONCE :], prefix[:start] + place
+            )
         except self._invalid:
             raise DecodeError(
-                f"encrypted value {where()} does not authenticate under key {kid!r}: it was "
-                "changed, copied from another row, or sealed by another key with that id; "
-                "it is not read"
+                f"encrypted value {where()} does not authenticate under key "
+                f"{key_id_of(prefix)!r}: it was changed, copied from another row, or sealed "
+                "by another key with that id; it is not read"
             ) from None
         return out
 

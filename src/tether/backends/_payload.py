@@ -221,6 +221,11 @@ class BlobCodec:
         return self._clear(tag, data)
 
     def _clear(self, tag: str, data: bytes) -> EncodedValue:
+        encoding, body = self._frame(tag, data)
+        return tag, encoding, _pack_u32(_xxh3(body) & 0xFFFFFFFF) + body
+
+    def _frame(self, tag: str, data: bytes) -> tuple[int, bytes]:
+        """``(encoding, body)``: the bytes the checksum covers, compressed when that saves."""
         size = len(data)
         if size > self.max_value_size:
             raise EncodeError(
@@ -232,18 +237,17 @@ class BlobCodec:
         if t is not None and size >= t:
             frame = _zstd_compressor(self.compress_level).compress(data)
             if len(frame) + 4 < size:
-                body = _pack_u32(size) + frame
-                return tag, ENCODING_ZSTD | CHECKSUM, _pack_u32(checksum(body)) + body
-        return tag, CHECKSUM, _pack_u32(_xxh3(data) & 0xFFFFFFFF) + data
+                return ENCODING_ZSTD | CHECKSUM, _pack_u32(size) + frame
+        return CHECKSUM, data
 
     def _sealed(self, tag: str, data: bytes, place: bytes | None) -> EncodedValue:
         crypt = self.crypt
         assert crypt is not None
         if place is None:
             raise EncodeError(f"a {tag} value to encrypt was given no place to bind it to")
-        _, encoding, payload = self._clear(tag, data)
+        encoding, body = self._frame(tag, data)
         encoding |= ENCRYPTED
-        sealed = crypt.seal(_bind(place, tag, encoding), memoryview(payload)[4:])
+        sealed = crypt.seal(_bind(place, tag, encoding), body)
         return tag, encoding, _pack_u32(checksum(sealed)) + sealed
 
     def rewrap(
@@ -293,10 +297,12 @@ class BlobCodec:
                 there is no ring), that does not authenticate at ``place``, or
                 a payload in clear where the ring refuses plaintext.
         """
-        if encoding & ENCRYPTED or (self.crypt is not None and not self.crypt.allow_plaintext):
-            encoding, payload = self._open(encoding, payload, where, tag, place)
         try:
-            data = self._unwrap(encoding, b"" if payload is None else payload)
+            if encoding & ENCRYPTED or (self.crypt is not None and not self.crypt.allow_plaintext):
+                encoding, body = self._open(encoding, payload, where, tag, place)
+                data = self._body(encoding, body)
+            else:
+                data = self._unwrap(encoding, b"" if payload is None else payload)
         except _Damaged as exc:
             at = where() if callable(where) else where
             raise StorageError(
@@ -327,8 +333,9 @@ class BlobCodec:
         where: str | Callable[[], str],
         tag: str,
         place: bytes | None,
-    ) -> tuple[int, bytes]:
-        """``(encoding, payload)`` of a sealed payload opened: what it was before sealing."""
+    ) -> tuple[int, memoryview]:
+        """``(encoding, body)`` of a sealed payload opened: its body before sealing
+        (what follows the checksum of the encoding without the flag)."""
 
         def at() -> str:
             return where() if callable(where) else where
@@ -340,7 +347,7 @@ class BlobCodec:
                 "allow_plaintext=False; seal the store with `tether rekey`, or allow plaintext"
             )
         if encoding & ~(ENCRYPTED | CHECKSUM | _COMPRESSION) or not encoding & CHECKSUM:
-            return encoding, payload or b""  # _unwrap names it as unknown
+            raise _Unknown
         raw = memoryview(payload or b"")
         if len(raw) < 4 or checksum(raw[4:]) != _read_u32(raw)[0]:
             raise StorageError(
@@ -357,8 +364,7 @@ class BlobCodec:
         if place is None:
             raise DecodeError(f"encrypted value {at()} was read with no place to check it against")
         plain = crypt.open(_bind(place, tag, encoding), sealed, at)
-        body = _pack_u32(checksum(plain)) + plain
-        return encoding & ~ENCRYPTED, body
+        return encoding & ~ENCRYPTED, memoryview(plain)
 
     def _unwrap(self, encoding: int, payload: bytes | memoryview) -> bytes:
         if encoding == CHECKSUM and type(payload) is bytes:
@@ -373,12 +379,7 @@ class BlobCodec:
             body = view[4:]
             if checksum(body) != _read_u32(view)[0]:
                 raise _Damaged("its checksum does not match its bytes")
-            if encoding & _COMPRESSION == ENCODING_PLAIN:
-                return bytes(body)
-            if len(body) < 4:
-                raise _Damaged("its compressed payload has no size")
-            size = _read_u32(body)[0]
-            return self._unzstd(body[4:], size)
+            return self._body(encoding, body)
         if encoding == ENCODING_PLAIN:
             return payload if type(payload) is bytes else bytes(payload)
         if encoding == ENCODING_ZSTD:
@@ -386,6 +387,15 @@ class BlobCodec:
         if encoding == ENCODING_ZLIB:
             return self._unzlib(bytes(payload))
         raise _Unknown
+
+    def _body(self, encoding: int, body: memoryview) -> bytes:
+        """The serializer's bytes of a checked body (encodings 4 and 6, without the crc)."""
+        if encoding & _COMPRESSION == ENCODING_PLAIN:
+            return bytes(body)
+        if len(body) < 4:
+            raise _Damaged("its compressed payload has no size")
+        size = _read_u32(body)[0]
+        return self._unzstd(body[4:], size)
 
     def _unzstd(self, frame: memoryview, size: int | None) -> bytes:
         try:
