@@ -403,9 +403,10 @@ def seal_metadata(
     """The metadata a put stores: the clear keys, and everything sealed under one key.
 
     The sealed copy holds the whole metadata (clear keys too: what a read
-    returns is the authenticated copy) and the checkpoint's channel versions
-    and parent, so a head edited to point a channel at another version, or
-    the checkpoint at another parent, is refused on read.
+    returns is the authenticated copy). The checkpoint's channel versions and
+    parent are part of its associated data (not stored twice), so a head
+    edited to point a channel at another version, or the checkpoint at another
+    parent, no longer authenticates its metadata and is refused on read.
 
     Raises:
         ConfigError: the metadata uses the reserved key.
@@ -414,12 +415,16 @@ def seal_metadata(
         raise ConfigError(f"metadata key {SEALED_METADATA!r} is reserved for encrypted metadata")
     if not crypt.metadata:
         return metadata
-    import msgspec
-
-    inner = msgspec.json.encode({"m": metadata, "v": versions, "p": parent_id})
+    inner = msgspec.json.encode(metadata)
+    sealed = crypt.seal(_checkpoint_bound(place, versions, parent_id), inner)
     out = {k: v for k, v in metadata.items() if k in crypt.clear_metadata}
-    out[SEALED_METADATA] = base64.b64encode(crypt.seal(place, inner)).decode("ascii")
+    out[SEALED_METADATA] = base64.b64encode(sealed).decode("ascii")
     return out
+
+
+def _checkpoint_bound(place: bytes, versions: Mapping[str, str], parent_id: str | None) -> bytes:
+    """Metadata's associated data: its place, the checkpoint's versions and parent."""
+    return place + _pack((sorted(versions.items()), parent_id))
 
 
 def open_metadata(
@@ -456,17 +461,17 @@ def open_metadata(
             f"metadata {where()} is encrypted with key {key_id_of(raw)!r} and this saver has "
             "no keys; give it encryption= (or set TETHER_KEYS) to read it"
         )
-    import msgspec
-
-    inner = msgspec.json.decode(crypt.open(place, raw, where))
-    meta = inner.get("m") if type(inner) is dict else None
+    try:
+        plain = crypt.open(_checkpoint_bound(place, versions, parent_id), raw, where)
+    except DecodeError as exc:
+        exc.add_context(
+            "sealed metadata is bound to its checkpoint's thread, namespace, id, channel "
+            "versions and parent: one of them was changed, or it was copied from another row"
+        )
+        raise
+    meta = msgspec.json.decode(plain)
     if type(meta) is not dict:
         raise DecodeError(f"sealed metadata {where()} is not a metadata object")
-    if inner.get("v") != dict(versions) or inner.get("p") != parent_id:
-        raise DecodeError(
-            f"checkpoint {where()} does not match its sealed metadata: its channel versions "
-            "or parent were changed in the store after it was written; it is not read"
-        )
     for key, value in stored.items():
         if key != SEALED_METADATA and (key not in meta or meta[key] != value):
             raise DecodeError(

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tether.backends._payload import ENCRYPTED
+from tether.backends._sqlbase import row_checksum
 from tether.checkpoint import empty_checkpoint
 from tether.encryption import SEALED_METADATA
 from tether.errors import ConfigError, DecodeError, StorageError
@@ -300,3 +301,35 @@ def test_rekey_under_concurrent_writers_and_readers(raw: Raw) -> None:
             assert snapshot(saver, f"old{t}") == before[f"old{t}"]
         for t in written:
             assert len(snapshot(saver, t)) == 2
+
+
+def test_a_head_pointed_at_another_version_is_refused(raw: Raw) -> None:
+    """Rolling one channel of a checkpoint back to an older (authentic) value is refused."""
+    with raw.saver(ring("k1")) as saver:
+        configs = fill(saver, "t", 2)
+        first = saver.get_tuple(configs[0]).checkpoint["channel_versions"]["note"]
+    latest = configs[-1]["configurable"]["checkpoint_id"]
+    with raw.conn() as c:
+        if raw.kind == "sqlite":
+            cid, parent, tag, head, versions, meta, unstored = c.execute(
+                "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, channel_versions, "
+                "metadata, unstored FROM tether_checkpoints WHERE checkpoint_id = ?",
+                (latest,),
+            ).fetchone()
+            doc = json.loads(head)
+            doc["channel_versions"]["note"] = first
+            new = json.dumps(doc, separators=(",", ":")).encode()
+            check = row_checksum(cid, parent, tag, new, versions, meta, unstored)
+            c.execute(
+                "UPDATE tether_checkpoints SET checkpoint = ?, checksum = ? "
+                "WHERE checkpoint_id = ?",
+                (new, check, cid),
+            )
+        else:
+            c.execute(
+                "UPDATE tether_checkpoints SET checkpoint = jsonb_set(checkpoint, "
+                "'{channel_versions,note}', to_jsonb(%s::text)) WHERE checkpoint_id = %s",
+                (first, latest),
+            )
+    with raw.saver(ring("k1")) as saver, pytest.raises(DecodeError, match="authenticate"):
+        saver.get_tuple(_config("t"))
