@@ -20,7 +20,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODULES = ["serde", "memory", "sqlite", "postgres", "runtime", "langgraph", "scale"]
+MODULES = [
+    "serde",
+    "memory",
+    "sqlite",
+    "postgres",
+    "runtime",
+    "langgraph",
+    "scale",
+    "encryption",
+]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

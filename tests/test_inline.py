@@ -2,7 +2,7 @@
 
 The in-memory saver is the reference and keeps every value the same way; the
 SQL savers keep small str/int/float/bool/None values in the row's JSON head
-(``_records.inline_value``) under tether's serializer, and carry a parent's
+(``_inline.inline_value``) under tether's serializer, and carry a parent's
 over to its children, never from the caller's ``channel_values``.
 """
 
@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tether import PostgresSaver, SqliteSaver
-from tether.backends._records import inline_value
+from tether.backends._inline import inline_value
 from tether.base import BaseCheckpointSaver
 from tether.checkpoint import copy_checkpoint, empty_checkpoint, make_config
 from tether.ids import uuid6

@@ -10,10 +10,18 @@ from __future__ import annotations
 import pytest
 
 from tether import InMemorySaver
-from tether.testing import SaverContract
+from tether.testing import SaverContract, contract_encryption
 
 
 class TestInMemoryContract(SaverContract):
     @pytest.fixture
     def saver(self) -> InMemorySaver:
         return InMemorySaver()
+
+
+class TestInMemoryEncryptedContract(SaverContract):
+    """Every value, write and metadata sealed (#17)."""
+
+    @pytest.fixture
+    def saver(self) -> InMemorySaver:
+        return InMemorySaver(encryption=contract_encryption())

@@ -32,3 +32,4 @@ _.short  # unused variable (src/tether/ui/_reader.py: read by the thread.html te
 tool_calls  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
 details  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
 folded  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
+_.generate_key  # public API (src/tether/encryption.py), used by docs and tests

@@ -71,6 +71,8 @@ from tether.errors import (
     shown,
 )
 from tether.importer import _batches, _Write
+from tether.serde._langgraph_aes import langgraph_aes_key as langgraph_aes_key_of
+from tether.serde._langgraph_aes import langgraph_encrypted_serializer
 from tether.stores import StoreURL, parse_store_url
 
 __all__ = ["ExportSummary", "ProgressCallback", "export_store"]
@@ -162,7 +164,7 @@ class _Target(abc.ABC):
 
 
 class _SqliteTarget(_Target):
-    def __init__(self, url: StoreURL) -> None:
+    def __init__(self, url: StoreURL, serde: Any = None) -> None:
         try:
             from langgraph.checkpoint.sqlite import SqliteSaver
         except ImportError as exc:
@@ -186,7 +188,7 @@ class _SqliteTarget(_Target):
                 # short by a power loss is run again. Per connection: readers
                 # of the file keep their own setting.
                 self.conn.execute("PRAGMA synchronous=NORMAL")
-                self.saver = SqliteSaver(self.conn)
+                self.saver = SqliteSaver(self.conn, serde=serde)
                 self.saver.setup()
         except BaseException:
             self.conn.close()
@@ -240,7 +242,8 @@ class _SqliteTarget(_Target):
 
 
 class _PostgresTarget(_Target):
-    def __init__(self, url: StoreURL) -> None:
+    def __init__(self, url: StoreURL, serde: Any = None) -> None:
+        self._serde = serde
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
         except ImportError as exc:
@@ -296,7 +299,7 @@ class _PostgresTarget(_Target):
         self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident}")
         # The official saver names its tables without a schema.
         self.conn.execute("SELECT set_config('search_path', %s, false)", (ident,))
-        self.saver = saver_class(self.conn)
+        self.saver = saver_class(self.conn, serde=self._serde)
         self.saver.setup()
 
     def existing(self, thread_ids: Sequence[str]) -> list[str]:
@@ -330,10 +333,10 @@ class _PostgresTarget(_Target):
         self.conn.close()
 
 
-def _open_target(url: StoreURL) -> _Target:
+def _open_target(url: StoreURL, serde: Any = None) -> _Target:
     if url.kind == "postgres":
-        return _PostgresTarget(url)
-    return _SqliteTarget(url)
+        return _PostgresTarget(url, serde)
+    return _SqliteTarget(url, serde)
 
 
 # --- the tether source ----------------------------------------------------------------
@@ -523,6 +526,7 @@ def export_store(
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     allowlist: Collection[tuple[str, ...]] = (),
+    langgraph_aes_key: bytes | str | None = None,
 ) -> ExportSummary:
     """Write threads of a tether store into a LangGraph SqliteSaver or PostgresSaver store.
 
@@ -543,6 +547,11 @@ def export_store(
         progress: ``progress(done, total)`` with checkpoint counts.
         allowlist: extra ``(module, name)`` types the source's values may
             have, on top of LangGraph's own.
+        langgraph_aes_key: write the values encrypted by LangGraph's own
+            ``EncryptedSerializer`` (AES-EAX, pycryptodome) under this key
+            (16, 24 or 32 bytes, as ``LANGGRAPH_AES_KEY``), for a LangGraph
+            app that reads with it. Default: in clear, as the official savers
+            store by default.
 
     Returns:
         The counts of threads, namespaces, checkpoints and writes exported.
@@ -569,7 +578,12 @@ def export_store(
                 f"{src.name} has no thread {_names(unknown)}; it has {len(src.counts)} "
                 "thread(s)" + (f": `tether threads {src.name}` lists them" if src.url else "")
             )
-        out = _open_target(dst)
+        serde = None
+        if langgraph_aes_key is not None:
+            key = langgraph_aes_key_of(langgraph_aes_key)
+            assert key is not None
+            serde = langgraph_encrypted_serializer(key)
+        out = _open_target(dst, serde)
         try:
             return _export(src, out, dst, chosen, overwrite, progress)
         finally:

@@ -70,6 +70,8 @@ from tether.errors import (
     TetherError,
     shown,
 )
+from tether.serde._langgraph_aes import LangGraphAesReader
+from tether.serde._langgraph_aes import langgraph_aes_key as langgraph_aes_key_of
 from tether.serde.base import SerializerProtocol
 from tether.stores import StoreURL, parse_store_url
 
@@ -639,6 +641,7 @@ def import_store(
     threads: Iterable[str] | None = None,
     progress: ProgressCallback | None = None,
     allowlist: Collection[tuple[str, ...]] = (),
+    langgraph_aes_key: bytes | str | None = None,
 ) -> ImportSummary:
     """Copy threads of a LangGraph SqliteSaver or PostgresSaver store into a tether saver.
 
@@ -654,6 +657,10 @@ def import_store(
         progress: ``progress(done, total)`` with checkpoint counts.
         allowlist: extra ``(module, name)`` types the graphs stored (their
             schema classes), on top of LangGraph's own.
+        langgraph_aes_key: the key of LangGraph's ``EncryptedSerializer``, if
+            the source was written with it (default: ``LANGGRAPH_AES_KEY``);
+            its values are opened with pycryptodome (the ``langgraph-aes``
+            extra). The target seals them again if it encrypts.
 
     Returns:
         The counts of threads, namespaces, checkpoints and writes imported.
@@ -667,7 +674,9 @@ def import_store(
     target = _target(target_saver)
     extra = {tuple(x) for x in allowlist}
     extra |= set(getattr(target.serde, "allowlist", ()) or ())
-    serde = source_serializer(sorted(extra))
+    serde: SerializerProtocol = LangGraphAesReader(
+        source_serializer(sorted(extra)), langgraph_aes_key_of(langgraph_aes_key)
+    )
     if isinstance(source_url, str):
         url = parse_store_url(source_url)
         source = _open_source(url, serde)

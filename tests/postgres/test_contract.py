@@ -19,7 +19,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from tether import PostgresSaver
-from tether.testing import SaverContract
+from tether.testing import SaverContract, contract_encryption
 
 from .conftest import fresh_schema
 
@@ -67,4 +67,17 @@ class TestPostgresAsyncConnectionContract(SaverContract):
         async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
             saver = PostgresSaver(conn, schema=fresh_schema(), pipeline=bool(request.param))
             await saver.asetup()
+            yield saver
+
+
+class TestPostgresEncryptedContract(SaverContract):
+    """From a URL, every value, write and metadata sealed (#17)."""
+
+    @pytest.fixture
+    async def saver(self, pg_dsn: str) -> AsyncIterator[Any]:
+        saver = PostgresSaver.from_conn_string(
+            pg_dsn, schema=fresh_schema(), pool_size=4, encryption=contract_encryption()
+        )
+        async with saver:
+            saver.setup()
             yield saver

@@ -441,7 +441,8 @@ def test_reads_and_puts_of_a_wide_checkpoint_touch_pages_linearly(pg_dsn: str) -
     buffers for 4x the channels (and growing with the count); now 3.9-4x.
     Counts of buffers, not times: they do not depend on the machine's load.
     """
-    from tether.backends._records import encode_put, inline_value
+    from tether.backends._inline import inline_value
+    from tether.backends._records import encode_put
     from tether.backends.postgres import _arrays
     from tether.backends.postgres._codec import put_params
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tether import SqliteSaver
-from tether.testing import SaverContract
+from tether.testing import SaverContract, contract_encryption
 
 
 class TestSqliteFileContract(SaverContract):
@@ -33,3 +33,12 @@ class TestSqliteConnectionContract(SaverContract):
         with SqliteSaver(conn) as saver:
             yield saver
         conn.close()
+
+
+class TestSqliteEncryptedContract(SaverContract):
+    """On a file, every value, write and metadata sealed (#17)."""
+
+    @pytest.fixture
+    def saver(self, tmp_path: Path) -> Iterator[SqliteSaver]:
+        with SqliteSaver(tmp_path / "sealed.db", encryption=contract_encryption()) as saver:
+            yield saver

@@ -5,7 +5,8 @@ tag and ``encoding`` says how ``payload`` was made from the serializer's
 bytes. Every backend that keeps bytes outside the process (SQLite, Postgres)
 goes through :class:`BlobCodec`; nothing here does I/O.
 
-Encodings (the low two bits say the compression, bit 4 a checksum header):
+Encodings (the low two bits say the compression, bit 4 a checksum header,
+bit 8 encryption):
 
 =====  =========================================  ===========================
 code   payload                                    written
@@ -15,7 +16,16 @@ code   payload                                    written
 2      one zstd frame (RFC 8878) of them           by releases before #18
 4      ``crc`` + the serializer's bytes            small or incompressible values
 6      ``crc`` + ``size`` + one zstd frame         values that compress
+12     ``crc`` + sealed(the serializer's bytes)    4, encrypted (#17)
+14     ``crc`` + sealed(``size`` + zstd frame)     6, encrypted (#17)
 =====  =========================================  ===========================
+
+Encrypted payloads (:mod:`tether.encryption`) are sealed after compression;
+``crc`` covers the sealed bytes, so random damage is still a StorageError
+("damaged") and only bytes that pass it reach the cipher, whose tag then
+catches deliberate changes and ciphertexts moved from another row (the
+``place`` every encrypted call is given, with the value's type and encoding,
+is the associated data).
 
 ``crc`` is the low 32 bits of xxh3-64 over everything after it, little-endian;
 ``size`` is the uncompressed length (4 bytes, little-endian). A reader
@@ -31,7 +41,7 @@ must be at most ``max_value_size`` and the frame must declare exactly
 ``size`` bytes, so a tampered 64 KB frame that declares 2 GiB is refused
 before anything is allocated (zstd allocates what a frame declares). Writes
 refuse values over ``max_value_size`` too, so nothing is stored that this
-saver would refuse to read. Codes 3, 5 and 7 and anything above are
+saver would refuse to read. Codes 3, 5, 7-11, 13 and 15 and above are
 reserved: a reader meeting one raises StorageError saying to upgrade.
 """
 
@@ -50,7 +60,8 @@ import zstandard
 from tether.backends._delta import ChannelPlan
 from tether.checkpoint import Address
 from tether.contract import EMPTY, EMPTY_TAG, decode_value
-from tether.errors import ConfigError, EncodeError, StorageError
+from tether.encryption import Encryption, key_id_of
+from tether.errors import ConfigError, DecodeError, EncodeError, StorageError
 from tether.serde.base import SerializerProtocol
 
 __all__ = [
@@ -59,6 +70,7 @@ __all__ = [
     "ENCODING_PLAIN",
     "ENCODING_ZLIB",
     "ENCODING_ZSTD",
+    "ENCRYPTED",
     "BlobCodec",
     "EncodedValue",
     "checksum",
@@ -73,6 +85,8 @@ ENCODING_ZLIB = 1
 ENCODING_ZSTD = 2
 #: Flag: the payload starts with a checksum (and, compressed, the uncompressed size).
 CHECKSUM = 4
+#: Flag: the payload after the checksum is sealed (:mod:`tether.encryption`).
+ENCRYPTED = 8
 _COMPRESSION = 3  # the bits that say how the body is compressed
 
 #: The largest value stored or read back by default (serialized, uncompressed): 1 GiB.
@@ -143,11 +157,16 @@ class BlobCodec:
         max_value_size: the largest serialized value written or read back, in
             bytes; a bigger one is an :class:`~tether.errors.EncodeError` on
             write and a :class:`~tether.errors.StorageError` on read.
+        crypt: the keyring that seals every value written and opens encrypted
+            ones; every call that encodes or decodes then needs the value's
+            ``place`` (:func:`~tether.encryption.value_place`, ...).
     """
 
     compress_threshold: int | None = None
     compress_level: int = 1
     max_value_size: int = DEFAULT_MAX_VALUE_SIZE
+    #: seals every value written (``place``: see :mod:`tether.encryption`); ``None``: clear
+    crypt: Encryption | None = None
 
     def __post_init__(self) -> None:
         t = self.compress_threshold
@@ -163,27 +182,50 @@ class BlobCodec:
 
     # --- writing ------------------------------------------------------------------
 
-    def encode(self, serde: SerializerProtocol, value: Any) -> EncodedValue:
+    def encode(
+        self, serde: SerializerProtocol, value: Any, place: bytes | None = None
+    ) -> EncodedValue:
         """Serialize ``value`` (``EMPTY`` marks a cleared channel) and encode it."""
         if value is EMPTY:
+            if self.crypt is not None:  # sealed too: a clear "cleared" could be slipped in
+                return self.encode_bytes(EMPTY_TAG, b"", place)
             return EMPTY_TAG, ENCODING_PLAIN, b""
         tag, data = serde.dumps_typed(value)
-        return self.encode_bytes(tag, data)
+        return self.encode_bytes(tag, data, place)
 
-    def encode_plan(self, plan: ChannelPlan) -> list[tuple[str, str, int, bytes, str | None]]:
-        """The rows of an append plan as ``(version, type, encoding, payload, base)``."""
+    def encode_plan(
+        self, plan: ChannelPlan, place: Callable[[str, str | None], bytes] | None = None
+    ) -> list[tuple[str, str, int, bytes, str | None]]:
+        """The rows of an append plan as ``(version, type, encoding, payload, base)``.
+
+        ``place(version, base)``: the place of each row, when values are sealed.
+        """
         out = []
         for row in plan.rows:
-            tag, encoding, payload = self.encode_bytes(row.tag, row.data)
+            at = place(row.version, row.base) if place is not None else None
+            tag, encoding, payload = self.encode_bytes(row.tag, row.data, at)
             out.append((row.version, tag, encoding, payload, row.base))
         return out
 
-    def encode_bytes(self, tag: str, data: bytes) -> EncodedValue:
+    def encode_bytes(self, tag: str, data: bytes, place: bytes | None = None) -> EncodedValue:
         """Encode already-serialized bytes, with a checksum; compressed when that saves space.
+
+        With ``crypt``, the body is sealed (after compression), bound to
+        ``place``, ``tag`` and the encoding.
 
         Raises:
             EncodeError: ``data`` is larger than ``max_value_size``.
         """
+        if self.crypt is not None:
+            return self._sealed(tag, data, place)
+        return self._clear(tag, data)
+
+    def _clear(self, tag: str, data: bytes) -> EncodedValue:
+        encoding, body = self._frame(tag, data)
+        return tag, encoding, _pack_u32(_xxh3(body) & 0xFFFFFFFF) + body
+
+    def _frame(self, tag: str, data: bytes) -> tuple[int, bytes]:
+        """``(encoding, body)``: the bytes the checksum covers, compressed when that saves."""
         size = len(data)
         if size > self.max_value_size:
             raise EncodeError(
@@ -195,28 +237,72 @@ class BlobCodec:
         if t is not None and size >= t:
             frame = _zstd_compressor(self.compress_level).compress(data)
             if len(frame) + 4 < size:
-                body = _pack_u32(size) + frame
-                return tag, ENCODING_ZSTD | CHECKSUM, _pack_u32(checksum(body)) + body
-        return tag, CHECKSUM, _pack_u32(_xxh3(data) & 0xFFFFFFFF) + data
+                return ENCODING_ZSTD | CHECKSUM, _pack_u32(size) + frame
+        return CHECKSUM, data
+
+    def _sealed(self, tag: str, data: bytes, place: bytes | None) -> EncodedValue:
+        crypt = self.crypt
+        assert crypt is not None
+        if place is None:
+            raise EncodeError(f"a {tag} value to encrypt was given no place to bind it to")
+        encoding, body = self._frame(tag, data)
+        encoding |= ENCRYPTED
+        sealed = crypt.seal(_bind(place, tag, encoding), body)
+        return tag, encoding, _pack_u32(checksum(sealed)) + sealed
+
+    def rewrap(
+        self,
+        tag: str,
+        encoding: int,
+        payload: bytes | None,
+        old_place: bytes,
+        new_place: bytes,
+        *,
+        where: str | Callable[[], str] = "",
+    ) -> tuple[int, bytes]:
+        """A stored value (clear or sealed under any key of the ring) as ``crypt`` stores it
+        at ``new_place``: ``(encoding, payload)``. For ``copy_thread`` (a new thread in the
+        place) and ``tether rekey`` (the active key).
+
+        Raises:
+            StorageError, DecodeError: as :meth:`decode_bytes`.
+        """
+        data = self.decode_bytes(encoding, payload, where=where, tag=tag, place=old_place)
+        _, new_encoding, new_payload = self.encode_bytes(tag, data, new_place)
+        return new_encoding, new_payload
 
     # --- reading ------------------------------------------------------------------
 
     def decode_bytes(
-        self, encoding: int, payload: bytes | None, *, where: str | Callable[[], str] = ""
+        self,
+        encoding: int,
+        payload: bytes | None,
+        *,
+        where: str | Callable[[], str] = "",
+        tag: str = "",
+        place: bytes | None = None,
     ) -> bytes:
         """The serializer's bytes back from a stored payload.
 
         Args:
             where: the row, for messages (a callable is called only on error).
+            tag, place: the value's type and place, for a sealed payload.
 
         Raises:
             StorageError: the payload is damaged (checksum, truncation, a frame
                 that does not decompress or declares another size), declares
                 more than ``max_value_size``, or has an encoding this tether
                 does not know (written by a newer one).
+            DecodeError: a sealed payload whose key is not in the ring (or
+                there is no ring), that does not authenticate at ``place``, or
+                a payload in clear where the ring refuses plaintext.
         """
         try:
-            data = self._unwrap(encoding, b"" if payload is None else payload)
+            if encoding & ENCRYPTED or (self.crypt is not None and not self.crypt.allow_plaintext):
+                encoding, body = self._open(encoding, payload, where, tag, place)
+                data = self._body(encoding, body)
+            else:
+                data = self._unwrap(encoding, b"" if payload is None else payload)
         except _Damaged as exc:
             at = where() if callable(where) else where
             raise StorageError(
@@ -240,6 +326,46 @@ class BlobCodec:
             )
         return data
 
+    def _open(
+        self,
+        encoding: int,
+        payload: bytes | None,
+        where: str | Callable[[], str],
+        tag: str,
+        place: bytes | None,
+    ) -> tuple[int, memoryview]:
+        """``(encoding, body)`` of a sealed payload opened: its body before sealing
+        (what follows the checksum of the encoding without the flag)."""
+
+        def at() -> str:
+            return where() if callable(where) else where
+
+        crypt = self.crypt
+        if not encoding & ENCRYPTED:
+            raise DecodeError(
+                f"value {at()} is stored in clear and this saver's encryption has "
+                "allow_plaintext=False; seal the store with `tether rekey`, or allow plaintext"
+            )
+        if encoding & ~(ENCRYPTED | CHECKSUM | _COMPRESSION) or not encoding & CHECKSUM:
+            raise _Unknown
+        raw = memoryview(payload or b"")
+        if len(raw) < 4 or checksum(raw[4:]) != _read_u32(raw)[0]:
+            raise StorageError(
+                f"stored value {at()} is damaged: its checksum does not match its bytes; it "
+                "cannot be read back as written. Restore the row from a backup or delete the "
+                "thread"
+            )
+        sealed = raw[4:]
+        if crypt is None:
+            raise DecodeError(
+                f"value {at()} is encrypted with key {key_id_of(sealed)!r} and this saver has "
+                "no keys; give it encryption= (or set TETHER_KEYS) to read it"
+            )
+        if place is None:
+            raise DecodeError(f"encrypted value {at()} was read with no place to check it against")
+        plain = crypt.open(_bind(place, tag, encoding), sealed, at)
+        return encoding & ~ENCRYPTED, memoryview(plain)
+
     def _unwrap(self, encoding: int, payload: bytes | memoryview) -> bytes:
         if encoding == CHECKSUM and type(payload) is bytes:
             data = payload[4:]  # the one copy a plain value costs
@@ -253,12 +379,7 @@ class BlobCodec:
             body = view[4:]
             if checksum(body) != _read_u32(view)[0]:
                 raise _Damaged("its checksum does not match its bytes")
-            if encoding & _COMPRESSION == ENCODING_PLAIN:
-                return bytes(body)
-            if len(body) < 4:
-                raise _Damaged("its compressed payload has no size")
-            size = _read_u32(body)[0]
-            return self._unzstd(body[4:], size)
+            return self._body(encoding, body)
         if encoding == ENCODING_PLAIN:
             return payload if type(payload) is bytes else bytes(payload)
         if encoding == ENCODING_ZSTD:
@@ -266,6 +387,15 @@ class BlobCodec:
         if encoding == ENCODING_ZLIB:
             return self._unzlib(bytes(payload))
         raise _Unknown
+
+    def _body(self, encoding: int, body: memoryview) -> bytes:
+        """The serializer's bytes of a checked body (encodings 4 and 6, without the crc)."""
+        if encoding & _COMPRESSION == ENCODING_PLAIN:
+            return bytes(body)
+        if len(body) < 4:
+            raise _Damaged("its compressed payload has no size")
+        size = _read_u32(body)[0]
+        return self._unzstd(body[4:], size)
 
     def _unzstd(self, frame: memoryview, size: int | None) -> bytes:
         try:
@@ -313,10 +443,22 @@ class BlobCodec:
         address: Address,
         channel: str | None = None,
         task_id: str | None = None,
+        place: bytes | None = None,
     ) -> Any:
-        """Decode one stored value; errors name thread, checkpoint and channel."""
+        """Decode one stored value; errors name thread, checkpoint and channel.
+
+        ``place``: where it is stored (:mod:`tether.encryption`), for a sealed value.
+        """
         data: bytes | None = None
-        if type(payload) is bytes and len(payload) <= self.max_value_size:
+        if self.crypt is not None or encoding & ENCRYPTED:
+            data = self.decode_bytes(
+                encoding,
+                payload,
+                where=lambda: where(address, channel, task_id),
+                tag=tag,
+                place=place,
+            )
+        elif type(payload) is bytes and len(payload) <= self.max_value_size:
             if encoding == CHECKSUM:  # the common case, inline: one slice, one hash
                 body = payload[4:]
                 if len(payload) >= 4 and _xxh3(body) & 0xFFFFFFFF == _read_u32(payload)[0]:
@@ -332,3 +474,8 @@ class BlobCodec:
 
 class _Unknown(Exception):
     """An encoding this tether does not know."""
+
+
+def _bind(place: bytes, tag: str, encoding: int) -> bytes:
+    """The associated data of a sealed value: its place, encoding and type."""
+    return place + _pack_u32(encoding) + tag.encode("utf-8", "surrogatepass")

@@ -31,7 +31,6 @@ there that is one round trip; the records are the same.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -45,7 +44,7 @@ from tether.backends._delta import (
     supports,
 )
 from tether.backends._pages import RUN, DecodeMemo, extend_run, part
-from tether.backends._payload import ENCODING_PLAIN, BlobCodec
+from tether.backends._payload import ENCODING_PLAIN, ENCRYPTED, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
     Address,
@@ -67,6 +66,14 @@ from tether.contract import (
     merge_metadata,
     prepare_writes,
     split_channel_values,
+)
+from tether.encryption import (
+    SEALED_METADATA,
+    metadata_place,
+    open_metadata,
+    seal_metadata,
+    value_place,
+    write_place,
 )
 from tether.errors import ConfigError, DecodeError, StorageError
 from tether.serde.base import SerializerProtocol
@@ -105,71 +112,6 @@ HEAD_JSON = "head+json"
 
 _MISSING: Any = object()
 _encode_json = msgspec.json.encode
-
-
-# --- values kept in the head --------------------------------------------------------------
-
-#: Strings up to this length may be kept inline in the checkpoint head; longer
-#: ones go to value records, where an unchanged value is stored once, not per step.
-INLINE_MAX_CHARS = 256
-
-
-def inline_value(value: Any) -> bool:
-    """Whether a channel value survives the head's JSON exactly (type included).
-
-    One rule for every backend that inlines (Postgres's JSONB, SQLite's JSON
-    text), so a value is kept the same way wherever a thread is copied to.
-    """
-    kind = type(value)
-    if value is None or kind is bool:
-        return True
-    if kind is int:
-        return bool(-(2**63) <= value < 2**63)  # what SQLite's JSON functions read exactly
-    if kind is str:
-        return len(value) <= INLINE_MAX_CHARS and "\x00" not in value
-    if kind is float:
-        # JSONB stores numerics as decimals: 1e16 would come back as an int and
-        # -0.0 as 0.0, so only plain positional floats stay inline.
-        return (
-            math.isfinite(value)
-            and "e" not in repr(value)
-            and not (value == 0 and math.copysign(1.0, value) < 0)
-        )
-    return False
-
-
-def inline_rule(serde: object, inline_primitives: bool | None) -> Callable[[Any], bool] | None:
-    """A saver's ``inline=`` for :func:`encode_put` from its ``inline_primitives`` option.
-
-    ``None`` (the default): inline only under tether's own MessagePack
-    serializer. Values kept inline never pass through the serializer, so a
-    serializer of the user's own (one that encrypts, say) sees every value.
-    """
-    if inline_primitives is None:
-        inline_primitives = supports(serde)
-    return inline_value if inline_primitives else None
-
-
-def head_inline(head_type: str, head: bytes | str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(channel_versions, inline values)`` of a stored head (nothing for a non-JSON head)."""
-    if head_type != HEAD_JSON:
-        return {}, {}
-    decoded = msgspec.json.decode(head)
-    if type(decoded) is not dict:
-        return {}, {}
-    versions = decoded.get("channel_versions")
-    values = decoded.get("channel_values")
-    return (
-        versions if type(versions) is dict else {},
-        values if type(values) is dict else {},
-    )
-
-
-def with_inline(head: tuple[str, bytes], values: Mapping[str, Any]) -> tuple[str, bytes]:
-    """A planned head with ``values`` (carried over from storage) added to its inline values."""
-    decoded = msgspec.json.decode(head[1])
-    decoded["channel_values"] = {**values, **(decoded.get("channel_values") or {})}
-    return head[0], _encode_json(decoded)
 
 
 # --- what a put stores ---------------------------------------------------------------------
@@ -254,7 +196,11 @@ class PutPlan:
                 if appends is not None:
                     addr = self.address
                     appends.forget((addr.thread_id, addr.checkpoint_ns, fb.channel))
-                whole = codec.encode_bytes(fb.whole.tag, fb.whole.data)
+                tid, ns = self.address.thread_id, self.address.checkpoint_ns
+                place = value_place(tid, ns, fb.channel, fb.whole.version, None)
+                whole = codec.encode_bytes(
+                    fb.whole.tag, fb.whole.data, place if codec.crypt else None
+                )
                 values[fb.index] = ValueRecord(fb.channel, fb.whole.version, *whole)
         return values
 
@@ -291,6 +237,8 @@ def encode_put(
     tid, ns = addr.thread_id, addr.checkpoint_ns
     if appends is not None and not supports(serde):
         appends = None
+    sealed = codec.crypt is not None  # every value sealed, bound to its place (#17)
+    inline = None if sealed else inline
     values: list[ValueRecord] = []
     fallbacks: list[Fallback] = []
     inlined: dict[str, Any] = {}
@@ -299,10 +247,12 @@ def encode_put(
             inlined[channel] = value
             continue
         if appends is None or value is EMPTY:
-            values.append(ValueRecord(channel, version, *codec.encode(serde, value)))
+            place = value_place(tid, ns, channel, version, None) if sealed else None
+            values.append(ValueRecord(channel, version, *codec.encode(serde, value, place)))
             continue
         plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
-        for ver, tag, encoding, payload, base in codec.encode_plan(plan):
+        at = (lambda v, b, c=channel: value_place(tid, ns, c, v, b)) if sealed else None
+        for ver, tag, encoding, payload, base in codec.encode_plan(plan, at):
             values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
         if plan.needs is not None and plan.fallback is not None:
             fallbacks.append(Fallback(len(values) - 1, plan.needs, channel, plan.fallback))
@@ -310,6 +260,10 @@ def encode_put(
         head["channel_values"] = inlined
     versions = {c: str(v) for c, v in checkpoint["channel_versions"].items()}
     run_id = meta.get("run_id")
+    if codec.crypt is not None:
+        meta = seal_metadata(
+            codec.crypt, meta, metadata_place(tid, ns, cid), versions, addr.checkpoint_id
+        )
     return PutPlan(
         address=addr.with_id(cid),
         parent_id=addr.checkpoint_id,
@@ -403,8 +357,12 @@ def encode_writes(
             f"put_writes for thread {addr.thread_id!r} needs the config of a checkpoint "
             "(configurable.checkpoint_id), as returned by put()"
         )
+    tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
+    at = (lambda r: write_place(tid, ns, cid, r.task_id, r.idx, r.channel)) if codec.crypt else None
     records = [
-        WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value))
+        WriteRecord(
+            r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value, at and at(r))
+        )
         for r in prepare_writes(writes, task_id, task_path)
     ]
     return addr, records
@@ -417,6 +375,8 @@ def decode_writes(
     writes: Sequence[WriteRecord],
 ) -> list[StoredWrite]:
     """``get_writes``: stored write records decoded, in the order given, with their keys."""
+    tid, ns, cid = address.thread_id, address.checkpoint_ns, address.checkpoint_id or ""
+    sealed = codec.crypt is not None
     return [
         StoredWrite(
             w.task_id,
@@ -429,6 +389,7 @@ def decode_writes(
                 address=address,
                 channel=w.channel,
                 task_id=w.task_id,
+                place=write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if sealed else None,
             ),
             w.task_path,
             w.idx,
@@ -476,18 +437,27 @@ def decode_stored(
     payload: bytes | None,
     channel: str,
     task_id: str | None = None,
+    place: bytes | None = None,
 ) -> Any:
     """One stored value or write, decoded; a failure names thread, namespace,
-    checkpoint, channel (and task)."""
-    # The common case (plain bytes) goes straight to the serializer; the
-    # error path still names thread, namespace, checkpoint and channel.
-    if encoding == ENCODING_PLAIN and type(payload) is bytes:
+    checkpoint, channel (and task). ``place``: where it is stored, for a sealed
+    value (:mod:`tether.encryption`)."""
+    # The common case (plain bytes, no encryption) goes straight to the
+    # serializer; the error path still names thread, namespace, checkpoint and channel.
+    if encoding == ENCODING_PLAIN and type(payload) is bytes and codec.crypt is None:
         try:
             return serde.loads_typed((tag, payload))
         except DecodeError:
             pass  # decode again below, where the error gets its context
     return codec.decode(
-        serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+        serde,
+        tag,
+        encoding,
+        payload,
+        address=address,
+        channel=channel,
+        task_id=task_id,
+        place=place,
     )
 
 
@@ -516,6 +486,16 @@ def decode_values(
             checkpoint and channel named).
     """
     tid, ns = address.thread_id, address.checkpoint_ns
+    crypt = codec.crypt
+    if values and crypt is not None and not crypt.allow_plaintext:
+        raise DecodeError(
+            f"checkpoint {_where(address, None, None)} keeps values in clear in its head "
+            f"({sorted(values)}) and this saver's encryption has allow_plaintext=False"
+        )
+
+    def place_of(channel: str, version: str, base: str | None) -> bytes | None:
+        return value_place(tid, ns, channel, version, base) if crypt is not None else None
+
     for channel, version in versions.items():
         if channel in values:
             continue  # kept inline
@@ -525,10 +505,14 @@ def decode_values(
                 continue  # never stored: absent, as the put was given it
             raise lost_value(address, channel, version)
         if blob[0] == EMPTY_TAG:
+            if crypt is not None and (blob[1] & ENCRYPTED or not crypt.allow_plaintext):
+                # authenticated like any value
+                _bytes_of(codec, address, blob, channel, place_of(channel, version, None))
             continue
         base = blob[3]
         if base is None:
-            values[channel] = decode_stored(serde, codec, address, *blob[:3], channel)
+            at = place_of(channel, version, None)
+            values[channel] = decode_stored(serde, codec, address, *blob[:3], channel, None, at)
             continue
         key = (tid, ns, channel, base)
         found = memo.get(key, _MISSING) if memo is not None else _MISSING
@@ -544,30 +528,26 @@ def decode_values(
                 plain = appends.known((tid, ns, channel), base)
             if memo is None:
                 if plain is not None:
-                    snapshot = decode_stored(
-                        serde, codec, address, stored[0], ENCODING_PLAIN, plain, channel
-                    )
+                    snapshot = _plain(serde, address, stored[0], channel)(plain)
                 else:
-                    snapshot = decode_stored(serde, codec, address, *stored[:3], channel)
-                tail = decode_stored(serde, codec, address, *blob[:3], channel)
+                    at = place_of(channel, base, None)
+                    snapshot = decode_stored(serde, codec, address, *stored[:3], channel, None, at)
+                at = place_of(channel, version, base)
+                tail = decode_stored(serde, codec, address, *blob[:3], channel, None, at)
                 values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
                 continue
-            data = plain if plain is not None else _bytes_of(codec, address, stored, channel)
-            found = part(
-                memo,
-                (tid, ns, channel, RUN),
-                data,
-                None,
-                _plain(serde, codec, address, stored[0], channel),
-            )
+            if plain is not None:
+                data = plain
+            else:
+                data = _bytes_of(codec, address, stored, channel, place_of(channel, base, None))
+            decode = _plain(serde, address, stored[0], channel)
+            found = part(memo, (tid, ns, channel, RUN), data, None, decode)
             memo[key] = found
         assert memo is not None
         # A listing: the elements of a growing list are shared (_pages).
         run_key = (tid, ns, channel, RUN)
-        data = _bytes_of(codec, address, blob, channel)
-        tail_part = part(
-            memo, run_key, data, found, _plain(serde, codec, address, blob[0], channel)
-        )
+        data = _bytes_of(codec, address, blob, channel, place_of(channel, version, base))
+        tail_part = part(memo, run_key, data, found, _plain(serde, address, blob[0], channel))
         values[channel] = join_append(
             found.items, tail_part.items, where=_where(address, channel, None)
         )
@@ -575,16 +555,24 @@ def decode_values(
     return values
 
 
-def _bytes_of(codec: BlobCodec, address: Address, stored: StoredValue, channel: str) -> bytes:
-    """A stored value's serializer bytes (its checksum checked, decompressed)."""
-    return codec.decode_bytes(stored[1], stored[2], where=lambda: _where(address, channel, None))
+def _bytes_of(
+    codec: BlobCodec, address: Address, stored: StoredValue, channel: str, place: bytes | None
+) -> bytes:
+    """A stored value's serializer bytes (checksum checked, opened, decompressed)."""
+    return codec.decode_bytes(
+        stored[1],
+        stored[2],
+        where=lambda: _where(address, channel, None),
+        tag=stored[0],
+        place=place,
+    )
 
 
 def _plain(
-    serde: SerializerProtocol, codec: BlobCodec, address: Address, tag: str, channel: str
+    serde: SerializerProtocol, address: Address, tag: str, channel: str
 ) -> Callable[[bytes], Any]:
-    """Decoding of a value's plain bytes, errors named as :func:`_decode` names them."""
-    return lambda data: decode_stored(serde, codec, address, tag, ENCODING_PLAIN, data, channel)
+    """Decoding of a value's bytes already out of their payload (opened, decompressed)."""
+    return lambda data: decode_value(serde, tag, data, address=address, channel=channel)
 
 
 def lost_value(address: Address, channel: str, version: str) -> StorageError:
@@ -658,6 +646,17 @@ def assemble(
     if versions is None:
         stored = checkpoint.get("channel_versions") or {}
         versions = {str(k): str(v) for k, v in stored.items()}
+    tid, ns = address.thread_id, address.checkpoint_ns
+    crypt = codec.crypt
+    if crypt is not None or SEALED_METADATA in metadata:
+        metadata = open_metadata(
+            crypt,
+            metadata,
+            metadata_place(tid, ns, address.checkpoint_id or ""),
+            versions,
+            parent_id,
+            lambda: _where(address, None, None),
+        )
     values = decode_values(
         serde,
         codec,
@@ -670,14 +669,15 @@ def assemble(
         unstored=unstored,
     )
     checkpoint["channel_values"] = values
-    pending: list[PendingWrite] = [
-        (
-            w.task_id,
-            w.channel,
-            decode_stored(serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id),
+    cid = address.checkpoint_id or ""
+
+    def write(w: WriteRecord) -> Any:
+        at = write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if crypt else None
+        return decode_stored(
+            serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id, at
         )
-        for w in writes
-    ]
+
+    pending: list[PendingWrite] = [(w.task_id, w.channel, write(w)) for w in writes]
     parent = address.with_id(parent_id).to_config() if parent_id else None
     return CheckpointTuple(
         config=address.to_config(),

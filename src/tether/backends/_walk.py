@@ -29,6 +29,7 @@ from tether.backends._records import (
 )
 from tether.checkpoint import Address, ChannelHistory, text_problem
 from tether.contract import EMPTY_TAG
+from tether.encryption import write_place
 from tether.errors import StorageError
 from tether.serde.base import SerializerProtocol
 
@@ -179,6 +180,15 @@ def _cut(target: Address, child: Address, parent: Address, channels: Sequence[st
     )
 
 
+def _write_place(codec: BlobCodec, at: Address, w: WriteRecord) -> bytes | None:
+    """Where a pending write is stored, for a sealed one (:mod:`tether.encryption`)."""
+    if codec.crypt is None:
+        return None
+    return write_place(
+        at.thread_id, at.checkpoint_ns, at.checkpoint_id or "", w.task_id, w.idx, w.channel
+    )
+
+
 def delta_history(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -204,7 +214,15 @@ def delta_history(
                     w.task_id,
                     channel,
                     decode_stored(
-                        serde, codec, at, w.type, w.encoding, w.value, channel, w.task_id
+                        serde,
+                        codec,
+                        at,
+                        w.type,
+                        w.encoding,
+                        w.value,
+                        channel,
+                        w.task_id,
+                        _write_place(codec, at, w),
                     ),
                 )
                 for at, w in walk.writes[channel]

@@ -30,8 +30,8 @@ Speed is not a goal here (#14): the persistent backends are measured in
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.backends._bridge import InlineAsyncMixin
@@ -47,6 +47,15 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
+)
+from tether.backends._sealing import (
+    is_current,
+    metadata_is_current,
+    refuse_copy,
+    rekey_codec,
+    reseal_metadata,
+    reseal_value,
+    reseal_write,
 )
 from tether.backends._walk import (
     Ancestor,
@@ -74,6 +83,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
+from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
@@ -162,6 +172,9 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             not the whole history); ``None`` stores every value whole. Only
             with tether's :class:`~tether.serde.MsgpackSerializer`; values of
             other serializers are always stored whole.
+        encryption: seal every value, pending write and metadata
+            (:class:`~tether.encryption.Encryption`, or ``{key_id: key}``);
+            ``None`` (default): ``TETHER_KEYS`` if set; ``False``: off.
 
     Example:
         >>> from tether import InMemorySaver, make_config
@@ -175,10 +188,13 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         *,
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
+        encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self._appends = AppendTracker.create(delta_threshold)
-        self._codec = BlobCodec()  # checksums, no compression: nothing here is on disk
+        self._crypt = encryption_from(encryption)
+        # checksums, no compression: nothing here is on disk
+        self._codec = BlobCodec(crypt=self._crypt)
         self._lock = threading.Lock()  # not re-entrant: no locked section calls a locked method
         self._threads: dict[str, dict[str, _Namespace]] = {}
 
@@ -265,6 +281,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
     ) -> Iterator[CheckpointTuple]:
         # Validate now, not at the first next(), so bad input fails at the call.
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
+        if self._crypt is not None:
+            self._crypt.check_filter(want)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         only_id = addr.checkpoint_id if addr is not None else None
         return self._list(addr, only_ns, only_id, want, before_id, limit)
@@ -405,14 +423,52 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             source = self._threads.get(src)
             if not source:
                 return
+            # Sealed records are bound to their thread: sealed again for the
+            # target (before anything changes, so a failure leaves it untouched).
+            copied = {name: self._sealed_for(src, dst, name, ns) for name, ns in source.items()}
             target = self._threads.setdefault(dst, {})
-            for name, ns in source.items():
+            for name, ns in copied.items():
                 into = target.setdefault(name, _Namespace())
                 # Records are immutable: the two threads may share them.
                 into.checkpoints.update(ns.checkpoints)
                 into.blobs.update(ns.blobs)
                 for cid, bucket in ns.writes.items():
                     into.writes.setdefault(cid, {}).update(bucket)
+
+    def _sealed_for(self, src: str, dst: str, name: str, ns: _Namespace) -> _Namespace:
+        """A namespace's records as thread ``dst`` stores them (itself when nothing is sealed)."""
+        from tether.backends._payload import ENCRYPTED
+
+        crypt, codec = self._crypt, self._codec
+        out = _Namespace()
+        for cid, r in ns.checkpoints.items():
+            meta = reseal_metadata(
+                None if crypt is None else crypt.with_active(crypt.active, allow_plaintext=True),
+                loads_json(r.metadata),
+                src,
+                dst,
+                name,
+                cid,
+                r.versions,
+                r.parent_id,
+            )
+            if meta is not None and src != dst and crypt is not None:
+                r = replace(r, metadata=dumps_json(meta))
+            out.checkpoints[cid] = r
+        for (channel, version), blob in ns.blobs.items():
+            if blob[1] & ENCRYPTED:
+                if crypt is None:
+                    raise refuse_copy(src)
+                blob = reseal_value(codec, blob, src, dst, name, channel, version)
+            out.blobs[(channel, version)] = blob
+        for cid, bucket in ns.writes.items():
+            out.writes[cid] = {
+                key: reseal_write(codec, w, src, dst, name, cid) if w.encoding & ENCRYPTED else w
+                for key, w in bucket.items()
+            }
+            if crypt is None and any(w.encoding & ENCRYPTED for w in bucket.values()):
+                raise refuse_copy(src)
+        return out
 
     def prune(
         self,
@@ -439,6 +495,76 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._forget(tids)
 
     # --- maintenance -------------------------------------------------------------------------
+
+    def rekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Seal every stored value, write and metadata under key ``to`` (#17).
+
+        ``to``: a key id of the ring (default: the active one); give every
+        writer that key as its active one first, so that nothing new is
+        sealed under the old key meanwhile.
+
+        Values in clear (stored before encryption was turned on) are sealed
+        too. Returns how many records were sealed again. ``batch`` and
+        ``progress(n)`` as on the persistent savers.
+
+        Raises:
+            ConfigError: the saver has no keyring.
+            DecodeError: a record does not open (its key is not in the ring).
+        """
+        crypt, codec = rekey_codec(self._crypt, self._codec, to)
+        done = 0
+        with self._lock:
+            for tid, spaces in self._threads.items():
+                for name, ns in spaces.items():
+                    for (channel, version), blob in list(ns.blobs.items()):
+                        if not is_current(crypt, blob[1], blob[2]):
+                            ns.blobs[(channel, version)] = reseal_value(
+                                codec, blob, tid, tid, name, channel, version
+                            )
+                            done += 1
+                    for cid, bucket in ns.writes.items():
+                        for key, w in list(bucket.items()):
+                            if not is_current(crypt, w.encoding, w.value):
+                                bucket[key] = reseal_write(codec, w, tid, tid, name, cid)
+                                done += 1
+                    for cid, r in list(ns.checkpoints.items()):
+                        meta = loads_json(r.metadata)
+                        if metadata_is_current(crypt, meta):
+                            continue
+                        sealed = reseal_metadata(
+                            crypt, meta, tid, tid, name, cid, r.versions, r.parent_id
+                        )
+                        if sealed is not None:
+                            ns.checkpoints[cid] = replace(r, metadata=dumps_json(sealed))
+                            done += 1
+        if progress is not None:
+            progress(done)
+        return done
+
+    def rekey_pending(self, to: str | None = None) -> int:
+        """How many records :meth:`rekey` would seal again."""
+        crypt, _ = rekey_codec(self._crypt, self._codec, to)
+        n = 0
+        with self._lock:
+            for spaces in self._threads.values():
+                for ns in spaces.values():
+                    n += sum(not is_current(crypt, b[1], b[2]) for b in ns.blobs.values())
+                    n += sum(
+                        not is_current(crypt, w.encoding, w.value)
+                        for bucket in ns.writes.values()
+                        for w in bucket.values()
+                    )
+                    n += sum(
+                        not metadata_is_current(crypt, loads_json(r.metadata))
+                        for r in ns.checkpoints.values()
+                    )
+        return n
 
     def stats(self) -> dict[str, int]:
         """Counts of stored checkpoints, values and writes, and the bytes they hold.

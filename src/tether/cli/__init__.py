@@ -1,7 +1,7 @@
 """The ``tether`` command line (needs the ``cli`` extra: click and rich).
 
 ``tether threads|history|show|stats STORE ...`` inspect a store,
-``tether prune|delete|copy STORE ...`` manage its threads, and
+``tether prune|delete|copy|rekey STORE ...`` manage its threads, and
 ``tether import SOURCE TARGET`` brings threads over from LangGraph's official
 SQLite and Postgres stores. ``tether --help`` and ``tether COMMAND --help``
 describe each; docs/cli.md has examples.

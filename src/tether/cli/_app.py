@@ -1,7 +1,8 @@
 """The ``tether`` command group: the commands, one module per concept.
 
 ``_threads`` (threads, stats), ``_history`` (history), ``_show`` (show,
-diff), ``_manage`` (prune, delete, copy), ``_transfer`` (import, export),
+diff), ``_manage`` (prune, delete, copy), ``_rekey`` (rekey), ``_transfer``
+(import, export),
 ``_verify`` (verify). What every command shares -- the error boundary, the
 shared options, output without padding in a pipe, ``TETHER_STORE`` -- is in
 ``_common``; what the commands do lives in the library (``_stores``,
@@ -20,6 +21,7 @@ from tether import __version__
 from tether.cli._common import STORE_HELP
 from tether.cli._history import history
 from tether.cli._manage import copy, delete, prune
+from tether.cli._rekey import rekey
 from tether.cli._show import diff, show
 from tether.cli._threads import stats, threads
 from tether.cli._transfer import export, import_
@@ -56,6 +58,19 @@ def cli() -> None:
         sys.path.insert(0, os.getcwd())
 
 
-for _command in (threads, history, show, diff, stats, verify, prune, delete, copy, import_, export):
+for _command in (
+    threads,
+    history,
+    show,
+    diff,
+    stats,
+    verify,
+    prune,
+    delete,
+    copy,
+    rekey,
+    import_,
+    export,
+):
     cli.add_command(_command)
 cli.add_command(ui)

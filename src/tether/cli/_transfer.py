@@ -21,6 +21,7 @@ from tether.cli._stores import Store, opened, same_store
 from tether.errors import ConfigError
 from tether.exporter import ExportSummary, export_store
 from tether.importer import ImportSummary, OfficialSource, import_store, open_source
+from tether.serde._langgraph_aes import langgraph_aes_key
 from tether.stores import parse_store_url
 
 __all__ = ["export", "import_"]
@@ -86,7 +87,9 @@ def import_(
     (postgresql://..., ?schema=NAME if not public). It is only read. TARGET is
     created if missing. Every namespace, checkpoint id, parent link, channel
     version, metadata and pending write is kept; running it again overwrites the
-    same ids and duplicates nothing.
+    same ids and duplicates nothing. Values LangGraph's EncryptedSerializer wrote
+    are read with the key in LANGGRAPH_AES_KEY (pip install pycryptodome); a
+    TARGET with TETHER_KEYS seals them again under its own key.
     """
     src, dst = parse_store_url(source), parse_store_url(target)
     # One SQLite file may hold both: LangGraph's tables are read, tether's written.
@@ -149,6 +152,11 @@ def _export_table(summary: ExportSummary) -> Table:
     default=None,
     help="Show a progress bar on stderr. Default: when stderr is a terminal.",
 )
+@click.option(
+    "--encrypt-langgraph",
+    is_flag=True,
+    help="Write values encrypted by LangGraph's EncryptedSerializer under LANGGRAPH_AES_KEY.",
+)
 @allow_option
 @json_option
 @boundary
@@ -158,6 +166,7 @@ def export(
     thread_ids: tuple[str, ...],
     overwrite: bool,
     progress: bool | None,
+    encrypt_langgraph: bool,
     allow: tuple[tuple[str, str], ...],
     as_json: bool,
 ) -> None:
@@ -168,7 +177,14 @@ def export(
     pending write (task ids, task paths, indexes), with whole values. STORE is
     only read. The export writes through the official saver, which must be
     installed (pip install langgraph-checkpoint-sqlite / -postgres).
+    With --encrypt-langgraph, values are written by LangGraph's own
+    EncryptedSerializer under LANGGRAPH_AES_KEY (pip install pycryptodome).
     """
+    key = None
+    if encrypt_langgraph:
+        key = langgraph_aes_key()
+        if key is None:
+            raise ConfigError("--encrypt-langgraph needs LANGGRAPH_AES_KEY (16, 24 or 32 bytes)")
     bar, report = progress_bar("exporting", progress)
     with bar:
         summary = export_store(
@@ -178,6 +194,7 @@ def export(
             overwrite=overwrite,
             progress=report,
             allowlist=allow,
+            langgraph_aes_key=key,
         )
     if as_json:
         print_json(summary.as_dict())

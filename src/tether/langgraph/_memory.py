@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from tether.backends.memory import InMemorySaver as _TetherInMemorySaver
+from tether.encryption import Encryption
 from tether.langgraph._adapter import TetherLangGraphSaver
 from tether.langgraph._serde import langgraph_serializer
 from tether.serde.base import SerializerProtocol
@@ -23,6 +24,9 @@ class InMemorySaver(TetherLangGraphSaver):
         serde: the serializer; defaults to tether's strict serializer with
             LangGraph's value types allowed (plus ``allowlist``).
         allowlist: extra ``(module, name)`` types the graph stores.
+        encryption: seal every value, write and metadata
+            (:class:`~tether.encryption.Encryption` or ``{key_id: key}``);
+            ``None``: ``TETHER_KEYS`` if set; ``False``: off.
 
     Example:
         >>> from tether.langgraph import InMemorySaver
@@ -34,5 +38,10 @@ class InMemorySaver(TetherLangGraphSaver):
         *,
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
+        encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
     ) -> None:
-        super().__init__(_TetherInMemorySaver(serde=serde or langgraph_serializer(allowlist)))
+        super().__init__(
+            _TetherInMemorySaver(
+                serde=serde or langgraph_serializer(allowlist), encryption=encryption
+            )
+        )

@@ -74,7 +74,9 @@ class PostgresSaver(TetherLangGraphSaver):
             it alone.
         **options: :class:`tether.backends.postgres.PostgresSaver` options
             (``schema``, ``inline_primitives``, ``page_size``,
-            ``compress_threshold``, ``prepare_threshold``).
+            ``compress_threshold``, ``prepare_threshold``, ``encryption``:
+            values, writes and metadata sealed with AES-256-GCM, see
+            ``docs/encryption.md``).
 
     Example:
         >>> with PostgresSaver.from_conn_string(url) as saver:  # doctest: +SKIP

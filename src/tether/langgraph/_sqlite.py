@@ -54,7 +54,8 @@ class SqliteSaver(TetherLangGraphSaver):
             now; ``False`` leaves them alone, beside tether's tables.
         **options: :class:`tether.backends.sqlite.SqliteSaver` options
             (``synchronous``, ``busy_timeout``, ``compress_threshold``,
-            ``read_only``).
+            ``read_only``, ``encryption``: values, writes and metadata sealed
+            with AES-256-GCM, see ``docs/encryption.md``).
 
     Example:
         >>> with SqliteSaver.from_conn_string("chat.db") as saver:  # doctest: +SKIP

@@ -55,6 +55,21 @@ pytest.register_assert_rewrite(
 )
 
 from tether.testing._contract import SaverContract  # noqa: E402
-from tether.testing._driver import MODES, ContractRecord, Driver, Line, new_checkpoint  # noqa: E402
+from tether.testing._driver import (  # noqa: E402
+    MODES,
+    ContractRecord,
+    Driver,
+    Line,
+    contract_encryption,
+    new_checkpoint,
+)
 
-__all__ = ["MODES", "ContractRecord", "Driver", "Line", "SaverContract", "new_checkpoint"]
+__all__ = [
+    "MODES",
+    "ContractRecord",
+    "Driver",
+    "Line",
+    "SaverContract",
+    "contract_encryption",
+    "new_checkpoint",
+]

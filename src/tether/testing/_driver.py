@@ -230,3 +230,35 @@ class Line:
         for at, values in self.expected.items():
             tup = await d.get(make_config(thread_id or self.thread_id, self.ns, at))
             assert tup.checkpoint["channel_values"] == values, at
+
+
+# Metadata keys the contract's filter tests filter on: with encryption on,
+# every other metadata key is sealed and a filter on it is refused (#17).
+_FILTERED_KEYS = (
+    "parity",
+    "user",
+    "n",
+    "k",
+    "key",
+    "x",
+    "nested",
+    "a",
+    "weird",
+    "score",
+    "missing",
+)
+
+
+def contract_encryption() -> Any:
+    """An :class:`~tether.encryption.Encryption` to run the contract suite with (#17).
+
+    Two fixed test keys (the second one only reads), metadata sealed except
+    the keys the suite's filter tests name. Not for production: the keys are public.
+    """
+    from tether.encryption import Encryption
+    from tether.testing._contract import INJECTION_KEYS
+
+    return Encryption(
+        {"contract-a": b"\x01" * 32, "contract-b": b"\x02" * 32},
+        clear_metadata=[*_FILTERED_KEYS, *INJECTION_KEYS],
+    )

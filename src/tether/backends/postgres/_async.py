@@ -41,13 +41,10 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
+from tether.backends._inline import inline_value
 from tether.backends._pages import DecodeMemo, page_memo
-from tether.backends._records import (
-    decode_writes,
-    encode_put,
-    encode_writes,
-    inline_value,
-)
+from tether.backends._records import decode_writes, encode_put, encode_writes
+from tether.backends._sealing import metadata_is_current, refuse_copy, rekey_codec
 from tether.backends._sqlbase import BlobCodec
 from tether.backends._walk import (
     delta_history,
@@ -73,6 +70,13 @@ from tether.backends.postgres._leases import (
     released_lease,
     unconfirmed_lease,
 )
+from tether.backends.postgres._sealing import (
+    SealingStatements,
+    blob_updates,
+    head_moves,
+    meta_updates,
+    write_updates,
+)
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
     Address,
@@ -93,6 +97,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
+from tether.encryption import Encryption
 from tether.errors import (
     ConfigError,
     MigrationError,
@@ -158,6 +163,7 @@ class _AsyncPostgresCore:
         else:
             self._single = source
         self._sql = statements
+        self._sealing = SealingStatements(statements)
         self._pipeline = pipeline
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
@@ -298,6 +304,16 @@ class _AsyncPostgresCore:
 
         await self._run(what, op)
 
+    async def _execute_count(self, what: str, query: str, params: Any) -> int:
+        """Run one write statement; the rows it changed."""
+
+        async def op(conn: AsyncConnection[Any]) -> int:
+            async with self._tx(conn):
+                cur = await conn.execute(query, params)
+                return max(cur.rowcount, 0)
+
+        return await self._run(what, op)
+
     async def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
         """Run a fenced write statement, which must find the lease's epoch.
 
@@ -378,6 +394,8 @@ class _AsyncPostgresCore:
     ) -> AsyncIterator[CheckpointTuple]:
         # Validated here, so bad input fails at the call, not at the first item.
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
+        if self._codec.crypt is not None:
+            self._codec.crypt.check_filter(want)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         return self._async_list(serde, addr, only_ns, want, before_id, limit)
 
@@ -547,7 +565,129 @@ class _AsyncPostgresCore:
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
         what = f"copy_thread {shown(src)} -> {shown(dst)}"
-        await self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
+
+        params = {"src": src, "dst": dst}
+
+        async def op(conn: AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                if self._codec.crypt is not None:
+                    await conn.execute(self._sql.copy_thread, params)
+                    await self._async_reseal_copy(conn, src, dst)
+                    return
+                cur = await _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
+                sealed = await cur.fetchone()
+                if sealed is not None and sealed[0]:
+                    raise refuse_copy(src)  # rolls the copy back
+
+        await self._run(what, op)
+
+    async def _async_reseal_copy(self, conn: AsyncConnection[Any], src: str, dst: str) -> None:
+        """The target's copies of sealed rows, sealed again for it (they name the source)."""
+        seal, codec = self._sealing, self._codec
+        params = {"src": src}
+        blobs = await (await _execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
+        writes = await (await _execute_tuples(conn, seal.sealed_writes, params)).fetchall()
+        metas = await (await _execute_tuples(conn, seal.sealed_meta, params)).fetchall()
+        assert codec.crypt is not None
+        if blobs:
+            await conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+        if writes:
+            await conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+        if metas:
+            await conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+
+    # --- rekey (#17) ---------------------------------------------------------------------
+
+    async def arekey(
+        self,
+        serde: SerializerProtocol,
+        to: str | None,
+        batch: int,
+        progress: Callable[[int], None] | None,
+    ) -> int:
+        """One pass sealing every stale row under key ``to`` (see ``_sealing``)."""
+        crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        header = crypt.header()
+        done = await self._async_move_heads(serde, crypt, codec, batch, progress)
+        steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
+            ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
+            ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
+            (
+                "checkpoints",
+                seal.swap_meta,
+                3,
+                lambda rows: meta_updates(
+                    crypt, rows, None, keep=lambda m: metadata_is_current(crypt, m)
+                ),
+            ),
+        ]
+        for table, swap, keylen, build in steps:
+            first, after = seal.stale[table]
+            cursor: Sequence[Any] | None = None
+            what = f"rekey of {table}"
+            while True:
+                params: dict[str, Any] = {"header": header, "batch": batch}
+                if cursor is not None:
+                    params.update({f"k{i}": v for i, v in enumerate(cursor)})
+                rows = await self._fetchall(what, first if cursor is None else after, params)
+                if not rows:
+                    break
+                updates = build(rows)
+                n = await self._execute_count(what, swap, updates) if updates["t"] else 0
+                done += n
+                if progress is not None:
+                    progress(n)
+                cursor = rows[-1][:keylen]
+        self._forget(None)
+        return done
+
+    async def _async_move_heads(
+        self,
+        serde: SerializerProtocol,
+        crypt: Encryption,
+        codec: BlobCodec,
+        batch: int,
+        progress: Callable[[int], None] | None,
+    ) -> int:
+        """Heads that keep values in clear: the values moved to sealed rows, a batch a
+        transaction (the head is replaced only if unchanged since it was read)."""
+        seal = self._sealing
+        first, after = seal.stale["heads"]
+        cursor: Sequence[Any] | None = None
+        done = 0
+        while True:
+            params: dict[str, Any] = {"batch": batch}
+            if cursor is not None:
+                params.update({f"k{i}": v for i, v in enumerate(cursor)})
+            query = first if cursor is None else after
+            rows = await self._fetchall("rekey of heads", query, params)
+            if not rows:
+                return done
+            moves = head_moves(codec, serde, crypt, rows)
+
+            async def op(conn: AsyncConnection[Any], moves: dict[str, Any] = moves) -> int:
+                async with conn.transaction():
+                    await conn.execute(seal.add_blobs, moves)
+                    cur = await conn.execute(seal.move_heads, moves)
+                    return max(cur.rowcount, 0)
+
+            n = await self._run("rekey of heads", op)
+            done += n
+            if progress is not None:
+                progress(n)
+            cursor = rows[-1][:3]
+
+    async def arekey_pending(self, to: str | None) -> int:
+        """How many rows a rekey to ``to`` would seal again."""
+        crypt, _ = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        rows = await self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
+        n = int(rows[0][0])
+        heads = await self._fetchall("rekey count", seal.count_clear_heads, None)
+        n += int(heads[0][0])
+        metas = await self._fetchall("rekey count", seal.every_metadata, None)
+        return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

@@ -4,7 +4,7 @@ What a put or write stores, and how stored records become a tuple, is
 :mod:`tether.backends._records`, shared by every backend; this module only
 lays records out as the statements of :mod:`._sql` take and return them
 (parallel binary arrays, JSONB). Which values stay inline in the JSONB head
-is the shared rule :func:`tether.backends._records.inline_value`.
+is the shared rule :func:`tether.backends._inline.inline_value`.
 """
 
 from __future__ import annotations
@@ -180,6 +180,7 @@ def decode_row(
         w_types,
         w_encodings,
         w_blobs,
+        w_idxs,  # for the associated data of sealed writes (#17)
     ) = row
     at = Address(thread_id, ns, cid)
     check_write_count(at, nwrites, len(w_tasks) if w_tasks else 0, "the Postgres store")
@@ -196,9 +197,9 @@ def decode_row(
                 blobs[(thread_id, ns, channel, base)] = (tag, s_enc, s_raw, None)
     writes = (
         [
-            WriteRecord(task, "", 0, channel, tag, enc, raw)
-            for task, channel, tag, enc, raw in zip(
-                w_tasks, w_channels, w_types, w_encodings, w_blobs, strict=True
+            WriteRecord(task, "", idx, channel, tag, enc, raw)
+            for task, channel, tag, enc, raw, idx in zip(
+                w_tasks, w_channels, w_types, w_encodings, w_blobs, w_idxs, strict=True
             )
         ]
         if w_tasks

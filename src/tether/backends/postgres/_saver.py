@@ -59,8 +59,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._inline import inline_rule
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
-from tether.backends._records import inline_rule
 from tether.backends._sqlbase import BlobCodec
 from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
@@ -85,6 +85,7 @@ from tether.checkpoint import (
     StoredWrite,
 )
 from tether.contract import check_list_args
+from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, StorageError, TetherError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 
@@ -223,6 +224,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             :class:`~tether.errors.EncodeError` on write, and a stored one that
             declares more (a tampered compressed value) a
             :class:`~tether.errors.StorageError` on read.
+        encryption: seal every value, pending write and metadata with
+            AES-256-GCM (:class:`~tether.encryption.Encryption`, or
+            ``{key_id: key}``); ``None`` (default): the keys of
+            ``TETHER_KEYS`` if set; ``False``: off. See ``docs/encryption.md``.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -280,8 +285,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+        encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        crypt = encryption_from(encryption)
         if import_official is not None and not isinstance(import_official, bool):
             raise ConfigError(
                 f"import_official must be True, False or None, got {import_official!r}"
@@ -295,10 +302,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             "statements": self._statements,
             "pipeline": bool(pipeline),
             "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
-            "inline": inline_rule(self.serde, inline_primitives) is not None,
+            "inline": inline_rule(self.serde, inline_primitives, crypt is not None) is not None,
             "page_size": page_size,
             "codec": BlobCodec(
-                compress_threshold=compress_threshold, max_value_size=max_value_size
+                compress_threshold=compress_threshold, max_value_size=max_value_size, crypt=crypt
             ),
             "appends": AppendTracker.create(delta_threshold),
             # One for the saver, its two cores and its with_allowlist clones.
@@ -339,6 +346,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         connect_kwargs: Mapping[str, Any] | None = None,
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+        encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
@@ -376,6 +384,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             compress_threshold=compress_threshold,
             delta_threshold=delta_threshold,
             max_value_size=max_value_size,
+            encryption=encryption,
         )
         res = saver._res
         res.url = location
@@ -726,6 +735,61 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         keep: int = 1,
     ) -> None:
         self._sync_core().prune(thread_ids, strategy=strategy, keep=keep)
+
+    def rekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Seal every stored value, write and metadata under key ``to`` (#17).
+
+        ``to``: a key id of the ring (default: the active one); give every
+        writer that key as its active one first, so that nothing new is
+        sealed under the old key meanwhile.
+
+        One pass over the tables in batches of ``batch`` rows; each row is
+        written back only if it is still as read, so concurrent puts win and
+        readers see either version (both keys are in the ring). Killed at any
+        point, it is finished by running it again. ``progress(n)`` after each
+        batch. Returns the rows sealed again; :meth:`rekey_pending` says how
+        many are left. Rows are rewritten outside any lease's fence: a rekey
+        changes no value, only the key that seals it.
+
+        Raises:
+            ConfigError: the saver has no keyring, or ``batch`` is not positive.
+            DecodeError: a row does not open (its key is not in the ring).
+        """
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+        return self._sync_core().rekey(self.serde, to, batch, progress)
+
+    def rekey_pending(self, to: str | None = None) -> int:
+        """How many rows :meth:`rekey` would seal again (not under key ``to``)."""
+        return self._sync_core().rekey_pending(to)
+
+    async def arekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Async :meth:`rekey`."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.rekey, to, batch=batch, progress=progress)
+        return await core.arekey(self.serde, to, batch, progress)
+
+    async def arekey_pending(self, to: str | None = None) -> int:
+        """Async :meth:`rekey_pending`."""
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.rekey_pending, to)
+        return await core.arekey_pending(to)
 
     # --- async API --------------------------------------------------------------------
     # The loop's async core when there is one; else (a saver built from a sync

@@ -45,7 +45,7 @@ _READ_COLUMNS = """
     c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
     c.checkpoint, c.metadata, c.absent, c.nwrites,
     b.channels, b.types, b.encodings, b.blobs, b.bases, b.s_encodings, b.s_blobs,
-    w.task_ids, w.channels, w.types, w.encodings, w.blobs
+    w.task_ids, w.channels, w.types, w.encodings, w.blobs, w.idxs
 """
 
 # The chosen rows with their inline values and versions taken out of the
@@ -106,9 +106,10 @@ def _read_joins(blobs: str, writes: str) -> str:
                array_agg(cw.channel ORDER BY cw.n) AS channels,
                array_agg(cw.type ORDER BY cw.n) AS types,
                array_agg(cw.encoding ORDER BY cw.n) AS encodings,
-               array_agg(cw.blob ORDER BY cw.n) AS blobs
+               array_agg(cw.blob ORDER BY cw.n) AS blobs,
+               array_agg(cw.idx ORDER BY cw.n) AS idxs
         FROM (
-            SELECT cw.task_id, cw.channel, cw.type, cw.encoding, cw.blob,
+            SELECT cw.task_id, cw.channel, cw.type, cw.encoding, cw.blob, cw.idx,
                    row_number() OVER (ORDER BY cw.task_path, cw.task_id, cw.idx) AS n
             FROM {writes} cw
             WHERE cw.thread_id = c.thread_id AND cw.checkpoint_ns = c.checkpoint_ns

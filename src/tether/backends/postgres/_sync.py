@@ -44,13 +44,10 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
+from tether.backends._inline import inline_value
 from tether.backends._pages import DecodeMemo, page_memo
-from tether.backends._records import (
-    decode_writes,
-    encode_put,
-    encode_writes,
-    inline_value,
-)
+from tether.backends._records import decode_writes, encode_put, encode_writes
+from tether.backends._sealing import metadata_is_current, refuse_copy, rekey_codec
 from tether.backends._sqlbase import BlobCodec
 from tether.backends._walk import (
     delta_history,
@@ -76,6 +73,13 @@ from tether.backends.postgres._leases import (
     released_lease,
     unconfirmed_lease,
 )
+from tether.backends.postgres._sealing import (
+    SealingStatements,
+    blob_updates,
+    head_moves,
+    meta_updates,
+    write_updates,
+)
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
     Address,
@@ -96,6 +100,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
+from tether.encryption import Encryption
 from tether.errors import (
     ConfigError,
     MigrationError,
@@ -155,6 +160,7 @@ class _PostgresCore:
         else:
             self._single = source
         self._sql = statements
+        self._sealing = SealingStatements(statements)
         self._pipeline = pipeline
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
@@ -295,6 +301,16 @@ class _PostgresCore:
 
         self._run(what, op)
 
+    def _execute_count(self, what: str, query: str, params: Any) -> int:
+        """Run one write statement; the rows it changed."""
+
+        def op(conn: Connection[Any]) -> int:
+            with self._tx(conn):
+                cur = conn.execute(query, params)
+                return max(cur.rowcount, 0)
+
+        return self._run(what, op)
+
     def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
         """Run a fenced write statement, which must find the lease's epoch.
 
@@ -375,6 +391,8 @@ class _PostgresCore:
     ) -> Iterator[CheckpointTuple]:
         # Validated here, so bad input fails at the call, not at the first item.
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
+        if self._codec.crypt is not None:
+            self._codec.crypt.check_filter(want)
         only_ns = addr.checkpoint_ns if addr is not None and addr.has_ns(config) else None
         return self._sync_list(serde, addr, only_ns, want, before_id, limit)
 
@@ -544,7 +562,129 @@ class _PostgresCore:
         if src == dst:
             raise ConfigError(f"copy_thread: source and target are the same thread {shown(src)}")
         what = f"copy_thread {shown(src)} -> {shown(dst)}"
-        self._execute(what, self._sql.copy_thread, {"src": src, "dst": dst})
+
+        params = {"src": src, "dst": dst}
+
+        def op(conn: Connection[Any]) -> None:
+            with conn.transaction():
+                if self._codec.crypt is not None:
+                    conn.execute(self._sql.copy_thread, params)
+                    self._sync_reseal_copy(conn, src, dst)
+                    return
+                cur = _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
+                sealed = cur.fetchone()
+                if sealed is not None and sealed[0]:
+                    raise refuse_copy(src)  # rolls the copy back
+
+        self._run(what, op)
+
+    def _sync_reseal_copy(self, conn: Connection[Any], src: str, dst: str) -> None:
+        """The target's copies of sealed rows, sealed again for it (they name the source)."""
+        seal, codec = self._sealing, self._codec
+        params = {"src": src}
+        blobs = (_execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
+        writes = (_execute_tuples(conn, seal.sealed_writes, params)).fetchall()
+        metas = (_execute_tuples(conn, seal.sealed_meta, params)).fetchall()
+        assert codec.crypt is not None
+        if blobs:
+            conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+        if writes:
+            conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+        if metas:
+            conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+
+    # --- rekey (#17) ---------------------------------------------------------------------
+
+    def rekey(
+        self,
+        serde: SerializerProtocol,
+        to: str | None,
+        batch: int,
+        progress: Callable[[int], None] | None,
+    ) -> int:
+        """One pass sealing every stale row under key ``to`` (see ``_sealing``)."""
+        crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        header = crypt.header()
+        done = self._sync_move_heads(serde, crypt, codec, batch, progress)
+        steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
+            ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
+            ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
+            (
+                "checkpoints",
+                seal.swap_meta,
+                3,
+                lambda rows: meta_updates(
+                    crypt, rows, None, keep=lambda m: metadata_is_current(crypt, m)
+                ),
+            ),
+        ]
+        for table, swap, keylen, build in steps:
+            first, after = seal.stale[table]
+            cursor: Sequence[Any] | None = None
+            what = f"rekey of {table}"
+            while True:
+                params: dict[str, Any] = {"header": header, "batch": batch}
+                if cursor is not None:
+                    params.update({f"k{i}": v for i, v in enumerate(cursor)})
+                rows = self._fetchall(what, first if cursor is None else after, params)
+                if not rows:
+                    break
+                updates = build(rows)
+                n = self._execute_count(what, swap, updates) if updates["t"] else 0
+                done += n
+                if progress is not None:
+                    progress(n)
+                cursor = rows[-1][:keylen]
+        self._forget(None)
+        return done
+
+    def _sync_move_heads(
+        self,
+        serde: SerializerProtocol,
+        crypt: Encryption,
+        codec: BlobCodec,
+        batch: int,
+        progress: Callable[[int], None] | None,
+    ) -> int:
+        """Heads that keep values in clear: the values moved to sealed rows, a batch a
+        transaction (the head is replaced only if unchanged since it was read)."""
+        seal = self._sealing
+        first, after = seal.stale["heads"]
+        cursor: Sequence[Any] | None = None
+        done = 0
+        while True:
+            params: dict[str, Any] = {"batch": batch}
+            if cursor is not None:
+                params.update({f"k{i}": v for i, v in enumerate(cursor)})
+            query = first if cursor is None else after
+            rows = self._fetchall("rekey of heads", query, params)
+            if not rows:
+                return done
+            moves = head_moves(codec, serde, crypt, rows)
+
+            def op(conn: Connection[Any], moves: dict[str, Any] = moves) -> int:
+                with conn.transaction():
+                    conn.execute(seal.add_blobs, moves)
+                    cur = conn.execute(seal.move_heads, moves)
+                    return max(cur.rowcount, 0)
+
+            n = self._run("rekey of heads", op)
+            done += n
+            if progress is not None:
+                progress(n)
+            cursor = rows[-1][:3]
+
+    def rekey_pending(self, to: str | None) -> int:
+        """How many rows a rekey to ``to`` would seal again."""
+        crypt, _ = rekey_codec(self._codec.crypt, self._codec, to)
+        seal = self._sealing
+        rows = self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
+        n = int(rows[0][0])
+        heads = self._fetchall("rekey count", seal.count_clear_heads, None)
+        n += int(heads[0][0])
+        metas = self._fetchall("rekey count", seal.every_metadata, None)
+        return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

@@ -36,13 +36,8 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tether.backends._records import (
-    HEAD_JSON,
-    BlobKey,
-    StoredValue,
-    WriteRecord,
-    head_inline,
-)
+from tether.backends._inline import head_inline
+from tether.backends._records import HEAD_JSON, BlobKey, StoredValue, WriteRecord
 from tether.backends._walk import (
     Ancestor,
 )

@@ -57,11 +57,12 @@ import json
 import os
 import shlex
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._inline import head_inline, inline_rule, with_inline
 from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._records import (
@@ -75,10 +76,8 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
-    head_inline,
-    inline_rule,
-    with_inline,
 )
+from tether.backends._sealing import rekey_codec
 from tether.backends._sqlbase import (
     BlobCodec,
     group_writes,
@@ -117,6 +116,7 @@ from tether.backends.sqlite._schema import (
     ensure_schema,
     file_state,
 )
+from tether.backends.sqlite._sealing import count_pending, rekey_batches, reseal_copy
 from tether.backends.sqlite._sql import (
     CARRIED_MISSING,
     COLLECT_BLOBS,
@@ -161,6 +161,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
+from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
@@ -277,12 +278,16 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             declares more (a tampered compressed value) a
             :class:`~tether.errors.StorageError` on read.
         inline_primitives: keep small str/int/float/bool/None channel values
-            (:func:`~tether.backends._records.inline_value`) in the checkpoint
+            (:func:`~tether.backends._inline.inline_value`) in the checkpoint
             row's JSON head instead of a value row each, as the Postgres saver
             does: a small state is one row. ``None`` (default): when the
             serializer is tether's MessagePack one; inline values never pass
             through the serializer, so one of your own (that encrypts, say)
-            sees every value unless this is ``True``.
+            sees every value unless this is ``True``. Off with ``encryption``.
+        encryption: seal every value, pending write and metadata with
+            AES-256-GCM (:class:`~tether.encryption.Encryption`, or
+            ``{key_id: key}``); ``None`` (default): the keys of
+            ``TETHER_KEYS`` if set; ``False``: off. See ``docs/encryption.md``.
 
     Raises:
         ConfigError: official tables to import (see ``import_official``), or
@@ -309,6 +314,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         inline_primitives: bool | None = None,
+        encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if import_official is not None and not isinstance(import_official, bool):
@@ -317,8 +323,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             )
         if read_only is True and import_official:
             raise ConfigError("import_official=True writes to the file; it needs read_only=False")
-        self.codec = BlobCodec(compress_threshold=compress_threshold, max_value_size=max_value_size)
-        self._inline = inline_rule(self.serde, inline_primitives)
+        self._crypt = encryption_from(encryption)
+        self.codec = BlobCodec(
+            compress_threshold=compress_threshold, max_value_size=max_value_size, crypt=self._crypt
+        )
+        self._inline = inline_rule(self.serde, inline_primitives, self._crypt is not None)
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
@@ -594,6 +603,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     ) -> Iterator[CheckpointTuple]:
         # Validate now, not at the first next(), so bad input fails at the call.
         addr, want, before_id, limit = check_list_args(config, filter, before, limit)
+        if self._crypt is not None:
+            self._crypt.check_filter(want)
         where: _List[str] = []
         params: _List[Any] = []
         threads: _List[str] | None = None
@@ -812,10 +823,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
         self._write(self._copy_thread, src, dst)
 
-    @staticmethod
-    def _copy_thread(conn: sqlite3.Connection, src: str, dst: str) -> None:
+    def _copy_thread(self, conn: sqlite3.Connection, src: str, dst: str) -> None:
         for statement in (COPY_CHECKPOINTS, COPY_BLOBS, COPY_WRITES):
             conn.execute(statement, (dst, src))
+        # Sealed values name their thread: the copies are sealed again for dst.
+        reseal_copy(conn, self._crypt, self.codec, src, dst)
 
     def prune(
         self,
@@ -842,6 +854,65 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conn.execute(COLLECT_BLOBS, (tid,))
 
     # --- maintenance ---------------------------------------------------------------------
+
+    def rekey(
+        self,
+        to: str | None = None,
+        *,
+        batch: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Seal every stored value, write and metadata under key ``to`` (#17).
+
+        ``to``: a key id of the ring (default: the active one); give every
+        writer that key as its active one first, so that nothing new is
+        sealed under the old key meanwhile.
+
+        One pass over the tables in batches of ``batch`` rows, each written
+        in its own short transaction (``progress(n)`` after each); values in
+        clear are sealed too. Safe while others read and write: a row a put
+        replaced meanwhile is left to that put. Killed at any point, it is
+        finished by running it again (which rows remain is read from the
+        store). Returns how many rows it sealed again; :meth:`rekey_pending`
+        says how many are left (rows a writer with another active key wrote
+        meanwhile).
+
+        Raises:
+            ConfigError: the saver has no keyring, or is read-only.
+            DecodeError: a row does not open (its key is not in the ring).
+        """
+        self._check_writable("rekey")
+        crypt, codec = rekey_codec(self._crypt, self.codec, to)
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"batch must be a positive int, got {batch!r}")
+
+        def read(sql: str, args: Sequence[Any]) -> _List[Any]:
+            where = self._conns.where
+            with self._conns.connection() as conn, translate_errors(where):
+                return conn.execute(sql, args).fetchall()
+
+        def write(ops: _List[tuple[str, _List[tuple[Any, ...]]]]) -> int:
+            def run(conn: sqlite3.Connection) -> int:
+                changed = 0
+                for sql, rows in ops:
+                    changed = conn.executemany(sql, rows).rowcount
+                return int(changed)
+
+            return int(self._write(run))
+
+        done = 0
+        for n in rekey_batches(read, write, crypt, codec, self.serde, batch):
+            done += n
+            if progress is not None:
+                progress(n)
+        self._forget(None)  # snapshots this process remembers were sealed under the old key
+        return done
+
+    def rekey_pending(self, to: str | None = None) -> int:
+        """How many rows :meth:`rekey` would seal again (not under the active key)."""
+        crypt, _ = rekey_codec(self._crypt, self.codec, to)
+        pending: int = self._read(count_pending, crypt)
+        return pending
 
     def stats(self) -> dict[str, int]:
         """Row counts and bytes on disk (``page_count * page_size``)."""

@@ -215,7 +215,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # version tells an older tether that it cannot read the new rows.
     ("SELECT 1",),
     # 6 -> 7: heads keep small primitive channel values inline in their JSON
-    # (`channel_values`, see `_records.inline_value`), as Postgres's do; a put
+    # (`channel_values`, see `_inline.inline_value`), as Postgres's do; a put
     # carries its parent's over. No table changes: the version stops an older
     # tether from writing, which would not carry them and so lose them.
     ("SELECT 1",),
