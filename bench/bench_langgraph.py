@@ -30,6 +30,17 @@ Postgres savers, official vs tether invoked in turns: ms per invoke (median;
 each invoke rebuilds the channel once, ``get_delta_channel_history``) and
 the full ``get_state_history`` of the thread (each of its ~900 checkpoints
 rebuilds it; median of 3 listings taken in turns).
+
+Short threads on Postgres (``short`` rows, #19 goal 7): most conversations
+are short, so the same W1 chat runs on 50 fresh threads x 10 invokes (quick:
+20 x 10), plain dict messages and LangChain messages, ``durability="sync"``,
+the two savers' invokes in turns: ms per invoke (median of all 500), then
+``graph.get_state`` of a thread of N = 10 invokes (median of 200 calls over
+the threads, in turns). Both savers are built as a user builds them,
+``from_conn_string(url)``: the official one is then a single connection with
+``autocommit=True, prepare_threshold=0, row_factory=dict_row`` (what the
+other Postgres rows give it by hand), tether a pool with its defaults.
+``python -m bench.bench_langgraph --short`` runs these rows alone.
 """
 
 from __future__ import annotations
@@ -183,6 +194,72 @@ def run_delta(quick: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
+#: Short threads: how many fresh threads, and invokes on each.
+SHORT_THREADS, SHORT_INVOKES = 50, 10
+
+
+def _drive_short(
+    savers: dict[str, Any], threads: int, n: int, kind: str
+) -> dict[str, dict[str, float]]:
+    """Many short threads: ms per invoke (in turns), then ``get_state`` at N=n (in turns)."""
+    graphs = {name: _graph(saver, kind) for name, saver in savers.items()}
+
+    def cfg(t: int) -> dict[str, Any]:
+        return {"configurable": {"thread_id": f"short-{kind}-{t}"}}
+
+    def steps(graph: Any) -> Iterator[float]:
+        for t in range(threads):
+            for i in range(n):
+                t0 = time.perf_counter()
+                graph.invoke({"messages": [_message(kind, i)]}, cfg(t), durability="sync")
+                yield time.perf_counter() - t0
+            assert len(graph.get_state(cfg(t)).values["messages"]) == 2 * n
+
+    times = interleave({name: steps(graph) for name, graph in graphs.items()})
+    # Each call reads the next thread (the same one on both sides): a thread's
+    # rows are not left hot in the server's cache by the call before.
+    turn = dict.fromkeys(graphs, 0)
+
+    def state(name: str) -> Any:
+        turn[name] += 1
+        return graphs[name].get_state(cfg(turn[name] % threads))
+
+    reads = alternate({name: lambda name=name: state(name) for name in graphs}, 4 * threads)
+    return {
+        name: {"invoke": statistics.median(ts) * 1000, "get_state": reads[name]}
+        for name, ts in times.items()
+    }
+
+
+def run_short(quick: bool = False) -> list[dict[str, Any]]:
+    """The W1 chat on many short Postgres threads (see the module doc)."""
+    threads = 20 if quick else SHORT_THREADS
+    rows: list[dict[str, Any]] = []
+    for kind in ("dict", "langchain"):
+        with (
+            _database("tether_bench_short_official") as ourl,
+            _database("tether_bench_short_tether") as turl,
+            OfficialPostgresSaver.from_conn_string(ourl) as official,
+            PostgresSaver.from_conn_string(turl) as saver,
+        ):
+            official.setup()
+            saver.setup()
+            savers = {"tether": saver, "langgraph": official}
+            ms = _drive_short(savers, threads, SHORT_INVOKES, kind)
+        for metric, key in (("ms_per_invoke", "invoke"), ("ms_get_state_n10", "get_state")):
+            rows.append(
+                _row(
+                    "postgres",
+                    "sync",
+                    f"short: {metric}",
+                    ms["tether"][key],
+                    ms["langgraph"][key],
+                    kind,
+                )
+            )
+    return rows
+
+
 def _drive(
     savers: dict[str, Any], n: int, durability: str, kind: str = "langchain"
 ) -> dict[str, float]:
@@ -319,6 +396,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 _row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl), kind)
             )
     rows += run_delta(quick)
+    rows += run_short(quick)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langgraph.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
     return rows
@@ -327,5 +405,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     from bench.__main__ import table
 
-    runner = run_delta if "--delta" in sys.argv else run
+    runner = run_delta if "--delta" in sys.argv else run_short if "--short" in sys.argv else run
     print(table(runner(quick="--quick" in sys.argv)))

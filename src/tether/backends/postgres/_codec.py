@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, cast
 
 from psycopg.types.json import Jsonb
@@ -147,6 +148,10 @@ def write_params(
     return params, special
 
 
+#: WriteRecord.order (S2.4), as a C getter.
+_write_order = attrgetter("task_path", "task_id", "idx")
+
+
 def decode_row(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -176,6 +181,7 @@ def decode_row(
         s_encodings,
         s_blobs,
         w_tasks,
+        w_paths,
         w_channels,
         w_types,
         w_encodings,
@@ -195,16 +201,25 @@ def decode_row(
             blobs[(thread_id, ns, channel, str(versions.get(channel)))] = (tag, enc, raw, base)
             if base is not None and s_enc is not None:
                 blobs[(thread_id, ns, channel, base)] = (tag, s_enc, s_raw, None)
-    writes = (
-        [
-            WriteRecord(task, "", idx, channel, tag, enc, raw)
-            for task, channel, tag, enc, raw, idx in zip(
-                w_tasks, w_channels, w_types, w_encodings, w_blobs, w_idxs, strict=True
-            )
-        ]
-        if w_tasks
-        else ()
-    )
+    writes: Sequence[WriteRecord] = ()
+    if w_tasks:
+        # In scan order: put in S2.4 order here (see _sql._read_joins).
+        writes = sorted(
+            (
+                WriteRecord(task, path, idx, channel, tag, enc, raw)
+                for task, path, channel, tag, enc, raw, idx in zip(
+                    w_tasks,
+                    w_paths,
+                    w_channels,
+                    w_types,
+                    w_encodings,
+                    w_blobs,
+                    w_idxs,
+                    strict=True,
+                )
+            ),
+            key=_write_order,
+        )
     # absent: NULL when the put found every value; {NULL} on rows put before
     # it was recorded (then any channel without a value reads as absent).
     unstored = () if absent is None else None if None in absent else absent

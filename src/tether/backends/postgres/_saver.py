@@ -335,7 +335,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         min_size: int = 1,
         pool_timeout: float = 30.0,
         statement_timeout: float | None = None,
-        prepare_threshold: int | None = 5,
+        prepare_threshold: int | None = 0,
         pipeline: bool = False,
         schema: str | None = None,
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
@@ -364,7 +364,12 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 cancels it (:class:`~tether.errors.StorageTimeout`); ``None`` =
                 the server's setting. Applied with ``SET`` when a connection
                 opens (in PgBouncer transaction mode, set it on the role instead).
-            prepare_threshold: psycopg's; ``None`` for PgBouncer transaction mode.
+            prepare_threshold: psycopg's: executions of a statement on a
+                connection before it is prepared there. ``0`` (the default)
+                prepares from the first: a pool's connections each met
+                every statement five times unprepared (parsed and planned
+                each time) first, a cost the first invokes of a process paid.
+                ``None`` prepares nothing (PgBouncer transaction mode).
             connect_kwargs: extra keyword arguments for ``psycopg.connect``.
             Others: as for the constructor.
         """
