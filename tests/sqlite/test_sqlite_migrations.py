@@ -111,11 +111,16 @@ def test_a_populated_store_of_each_version_migrates_with_everything_equal(
         # rows from before version 5 carry no write count and no blob checksum
         counted = conn.execute("SELECT count(*), count(nwrites) FROM tether_checkpoints").fetchone()
         blob_sums = conn.execute("SELECT count(*), count(checksum) FROM tether_blobs").fetchone()
-    assert tables == {"tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"}
+    assert tables == {
+        *("tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"),
+        "tether_threads",
+    }
     assert indexes == {
         "tether_checkpoints_thread_order",
         "tether_checkpoints_order",
         "tether_checkpoints_run",
+        "tether_threads_updated",
+        "tether_threads_status",
     }
     if version < 4:
         assert checksums == (len(expected) + 1, 1)

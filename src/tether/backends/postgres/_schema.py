@@ -91,8 +91,10 @@ __all__ = [
     "LEASES",
     "MIGRATIONS",
     "OFFICIAL_TABLES",
+    "REBUILD",
     "RENAMED",
     "SCHEMA_VERSION",
+    "THREADS_TABLE",
     "WRITES",
     "WRITE_COUNTS_TABLE",
     "Migration",
@@ -107,6 +109,7 @@ WRITES = "tether_writes"
 MIGRATIONS_TABLE = "tether_migrations"
 LEASES = "tether_leases"
 WRITE_COUNTS_TABLE = "tether_write_counts"
+THREADS_TABLE = "tether_threads"
 
 #: LangGraph's official PostgresSaver tables (langgraph-checkpoint-postgres).
 OFFICIAL_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
@@ -139,6 +142,63 @@ WRITE_COUNTS = """CREATE TABLE {schema}.tether_write_counts (
     n INTEGER NOT NULL,
     CONSTRAINT tether_write_counts_pkey PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )"""
+
+
+THREADS = """CREATE TABLE {schema}.tether_threads (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    checkpoints BIGINT NOT NULL,
+    namespaces INTEGER NOT NULL,
+    bytes BIGINT NOT NULL,
+    latest_id TEXT COLLATE "C",
+    latest_step JSONB,
+    latest_ts TEXT COLLATE "C",
+    metadata JSONB NOT NULL DEFAULT '{{}}',
+    runnable BOOLEAN NOT NULL DEFAULT false,
+    status TEXT COLLATE "C",
+    CONSTRAINT tether_threads_pkey PRIMARY KEY (thread_id)
+)"""
+THREADS_INDEXES = (
+    "CREATE INDEX tether_threads_updated_idx ON {schema}.tether_threads (updated_at, thread_id)",
+    "CREATE INDEX tether_threads_status_idx "
+    "ON {schema}.tether_threads (status, updated_at, thread_id)",
+)
+
+#: The status a migration gives every thread with a root checkpoint until the
+#: saver has read its latest checkpoint (``threads()`` shows it as ``None``).
+REBUILD = "rebuild"
+
+# Epoch microseconds of a checkpoint's ts (NULL when it is not a timestamp).
+_MICROS = (
+    "(CASE WHEN {ts} ~ '^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T' "
+    "THEN (extract(epoch FROM ({ts})::timestamptz) * 1000000)::bigint END)"
+)
+
+#: One row per thread of the checkpoints already stored.
+FILL_THREADS = f"""INSERT INTO {{schema}}.tether_threads
+    (thread_id, created_at, updated_at, checkpoints, namespaces, bytes, latest_id,
+     latest_step, latest_ts, metadata, runnable, status)
+SELECT a.thread_id, coalesce(a.first, a.now), coalesce(a.last, a.now), a.n, a.nss,
+       a.size
+       + coalesce((SELECT sum(octet_length(b.blob)) FROM {{schema}}.tether_blobs b
+                   WHERE b.thread_id = a.thread_id), 0)
+       + coalesce((SELECT sum(octet_length(w.blob)) FROM {{schema}}.tether_writes w
+                   WHERE w.thread_id = a.thread_id), 0),
+       a.latest, r.metadata -> 'step', r.checkpoint ->> 'ts',
+       coalesce(r.metadata, '{{{{}}}}'::jsonb) - 'source' - 'step' - 'parents', false,
+       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END
+FROM (
+    SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss,
+           sum(octet_length(checkpoint::text) + octet_length(metadata::text)) AS size,
+           min({_MICROS.format(ts="checkpoint ->> 'ts'")}) AS first,
+           max({_MICROS.format(ts="checkpoint ->> 'ts'")}) AS last,
+           max(checkpoint_id) FILTER (WHERE checkpoint_ns = '') AS latest,
+           (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now
+    FROM {{schema}}.tether_checkpoints GROUP BY thread_id
+) a
+LEFT JOIN {{schema}}.tether_checkpoints r
+  ON r.thread_id = a.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = a.latest"""  # noqa: S608
 
 
 def _collate_c(columns: tuple[str, ...]) -> str:
@@ -346,6 +406,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             "FROM {schema}.tether_writes GROUP BY thread_id, checkpoint_ns, checkpoint_id",
         ),
     ),
+    # The thread index (issue #15): one row per thread, kept by every put and
+    # put_writes in the same statement. Filled from the checkpoints (times from
+    # their ts); each thread's status is marked REBUILD and computed by
+    # setup() right after, from its decoded latest checkpoint, which SQL cannot
+    # read. The indexes are built in the transaction: the table is new.
+    Migration("thread index", (THREADS, *THREADS_INDEXES, FILL_THREADS)),
 )
 
 #: The first version whose tables have tether's own names.
@@ -421,6 +487,8 @@ BASELINE: tuple[str, ...] = (
     CONSTRAINT tether_leases_pkey PRIMARY KEY (thread_id)
 )""",
     WRITE_COUNTS,
+    THREADS,
+    *THREADS_INDEXES,
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"

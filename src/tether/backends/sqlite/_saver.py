@@ -85,6 +85,14 @@ from tether.backends._sqlbase import (
     versions_to_json,
     write_checksum,
 )
+from tether.backends._threads import (
+    IndexPut,
+    check_threads_args,
+    now_micros,
+    plan_index,
+    write_bytes,
+)
+from tether.backends.sqlite import _index
 from tether.backends.sqlite._conn import (
     MEMORY,
     BadJSON,
@@ -102,13 +110,14 @@ from tether.backends.sqlite._rows import (
 from tether.backends.sqlite._schema import (
     IMPORT_KEY,
     IMPORT_STARTED,
+    REBUILD,
     FileState,
     check_readable,
     ensure_schema,
     file_state,
 )
 from tether.backends.sqlite._sql import (
-    CARRIED_MISSING,
+    CARRIED_STATE,
     COLLECT_BLOBS,
     COLLECT_WRITES,
     COPY_BLOBS,
@@ -120,6 +129,9 @@ from tether.backends.sqlite._sql import (
     GET_BY_ID,
     GET_LATEST,
     HAS_BLOB,
+    INDEX_PUT,
+    INDEX_TO_REBUILD,
+    INDEX_WRITES,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
     INSERT_WRITE_IGNORE,
@@ -152,6 +164,7 @@ from tether.contract import (
 from tether.errors import ConfigError, StorageError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
+from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["PAGE", "SqliteSaver"]
 
@@ -301,6 +314,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
+        self._clock = now_micros  # the thread index's times (#15)
         self._conns = ConnectionManager(
             target, synchronous=synchronous, busy_timeout=busy_timeout, read_only=read_only
         )
@@ -387,6 +401,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 return
             with self._conns.write_lock:
                 ensure_schema(conn, self._conns.where, wal=self._conns.is_file)
+        self._rebuild_index()
 
     async def asetup(self) -> None:
         """Async :meth:`setup`."""
@@ -635,10 +650,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         plan = encode_put(
             self.serde, self.codec, self._appends, config, checkpoint, metadata, new_versions
         )
-        self._write(self._put, plan, threads=[plan.address.thread_id])
+        index = plan_index(plan, checkpoint, new_versions)
+        self._write(self._put, plan, index, threads=[plan.address.thread_id])
         return plan.address.to_config()
 
-    def _put(self, conn: sqlite3.Connection, plan: PutPlan) -> None:
+    def _put(self, conn: sqlite3.Connection, plan: PutPlan, index: IndexPut) -> None:
         addr = plan.address
         tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
         assert cid is not None
@@ -654,9 +670,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if values:
             conn.executemany(INSERT_BLOB, [_blob_row(tid, ns, v) for v in values])
         unstored = None
+        runnable = index.runnable
         if plan.carried:
             carried = versions_to_json(plan.carried)
-            missing = [r[0] for r in conn.execute(CARRIED_MISSING, (carried, tid, ns))]
+            candidates = json.dumps(list(index.candidates))
+            found = conn.execute(CARRIED_STATE, (carried, tid, ns, candidates)).fetchall()
+            missing = [r[0] for r in found if r[1] is None]
+            # A candidate trigger with a stored value: nodes would run (_threads.py).
+            runnable = runnable or len(missing) < len(found)
             if missing:
                 check_carried(plan, missing, *_parent_promise(conn, plan))
                 unstored = json.dumps(sorted(missing), separators=(",", ":"))
@@ -665,6 +686,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         meta_json = dumps_json(plan.metadata)
         checksum = row_checksum(
             cid, plan.parent_id, head_type, head_bytes, versions_json, meta_json, unstored
+        )
+        # Before the checkpoint row: the index tells a new checkpoint by its absence.
+        conn.execute(
+            INDEX_PUT,
+            (
+                *(tid, ns, cid, self._clock(), index.bytes, index.root),
+                *(dumps_json(index.step), index.ts, index.metadata, runnable),
+            ),
         )
         conn.execute(
             INSERT_CHECKPOINT,
@@ -695,20 +724,23 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             )
             row = (tid, ns, cid, w.task_id, w.task_path, w.idx, w.channel, w.type, w.encoding)
             (replace if w.replaces else ignore).append((*row, w.value, checksum))
-        self._write(self._put_writes, (tid, ns, cid), replace, ignore)
+        size = write_bytes(w.value for w in records)
+        self._write(self._put_writes, (tid, ns, cid), replace, ignore, size)
 
-    @staticmethod
     def _put_writes(
+        self,
         conn: sqlite3.Connection,
         key: tuple[str, str, str],
         replace: _List[tuple[Any, ...]],
         ignore: _List[tuple[Any, ...]],
+        size: int,
     ) -> None:
         if replace:
             conn.executemany(INSERT_WRITE_REPLACE, replace)
         if ignore:
             conn.executemany(INSERT_WRITE_IGNORE, ignore)
         conn.execute(COUNT_WRITES, key)
+        conn.execute(INDEX_WRITES, (*key, self._clock(), size))
 
     # --- thread operations ------------------------------------------------------------
 
@@ -733,14 +765,15 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if runs:
             self._forget(self._write(self._delete_for_runs, json.dumps(runs)))
 
-    @staticmethod
-    def _delete_for_runs(conn: sqlite3.Connection, runs: str) -> _List[str]:
+    def _delete_for_runs(self, conn: sqlite3.Connection, runs: str) -> _List[str]:
         threads = [r[0] for r in conn.execute(THREADS_OF_RUNS, (runs,))]
         if not threads:
             return threads
         for statement in DELETE_FOR_RUNS:
             conn.execute(statement, (runs,))
         conn.executemany(COLLECT_BLOBS, [(t,) for t in threads])
+        for tid in threads:
+            _index.reindex(conn, tid, self._read_latest)
         return threads
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -750,10 +783,13 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             raise ConfigError(f"copy_thread: source and target are the same thread {src!r}")
         self._write(self._copy_thread, src, dst)
 
-    @staticmethod
-    def _copy_thread(conn: sqlite3.Connection, src: str, dst: str) -> None:
+    def _copy_thread(self, conn: sqlite3.Connection, src: str, dst: str) -> None:
         for statement in (COPY_CHECKPOINTS, COPY_BLOBS, COPY_WRITES):
             conn.execute(statement, (dst, src))
+        now = self._clock()
+        _index.create(conn, dst, now)
+        conn.execute("UPDATE tether_threads SET updated_at = ? WHERE thread_id = ?", (now, dst))
+        _index.reindex(conn, dst, self._read_latest)
 
     def prune(
         self,
@@ -772,12 +808,62 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             self._write(self._prune, tids, n, threads=tids)
         self._forget(tids)
 
-    @staticmethod
-    def _prune(conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
+    def _prune(self, conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
         for tid in tids:
             conn.execute(PRUNE, (tid, keep))
             conn.execute(COLLECT_WRITES, (tid, tid))
             conn.execute(COLLECT_BLOBS, (tid,))
+            _index.reindex(conn, tid, self._read_latest)
+
+    # --- the thread index (#15) ----------------------------------------------------------
+
+    def threads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        q = check_threads_args(
+            status, metadata, updated_before, updated_after, order, limit, cursor
+        )
+        page: ThreadPage = self._read(_index.query, q)
+        return page
+
+    def _read_latest(
+        self, conn: sqlite3.Connection, tid: str, cid: str
+    ) -> tuple[CheckpointTuple | None, dict[str, Any]]:
+        """A root checkpoint read inside the caller's transaction (see ``_index.ReadLatest``)."""
+        where = self._conns.where
+        found = _split(conn.execute(GET_BY_ID, (tid, "", cid, 1)).fetchall(), where)
+        row = found[0][0]
+        meta = metadata_from_json(row[7], address=Address(tid, "", cid))
+        return _index.lenient(lambda: self._build(*found[0])), meta
+
+    def _rebuild_index(self) -> None:
+        """Read the status of the threads a migration put in the index (in batches).
+
+        A batch is a transaction: a crash leaves the rest marked, and the next
+        open goes on.
+        """
+        if self.read_only:
+            return
+
+        def batch(conn: sqlite3.Connection) -> int:
+            tids = [r[0] for r in conn.execute(INDEX_TO_REBUILD, (REBUILD, 64))]
+            for tid in tids:
+                latest = conn.execute(
+                    "SELECT latest_id FROM tether_threads WHERE thread_id = ?", (tid,)
+                ).fetchone()[0]
+                _index.set_latest(conn, tid, latest, self._read_latest)
+            return len(tids)
+
+        while self._write(batch):
+            pass
 
     # --- maintenance ---------------------------------------------------------------------
 

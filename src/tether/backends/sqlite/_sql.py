@@ -15,10 +15,15 @@ Table names are tether's own (since schema version 4): ``tether_checkpoints``,
 
 from __future__ import annotations
 
+from tether._status import CONTROL_WRITES
+from tether.checkpoint import ERROR, INTERRUPT
+from tether.contract import EMPTY_TAG
+
 __all__ = [
     "BAD_JSON_ANYWHERE",
     "BAD_JSON_IN_THREAD",
     "CARRIED_MISSING",
+    "CARRIED_STATE",
     "CHECKPOINT_COLUMNS",
     "COLLECT_BLOBS",
     "COLLECT_WRITES",
@@ -31,6 +36,15 @@ __all__ = [
     "GET_BY_ID",
     "GET_LATEST",
     "HAS_BLOB",
+    "INDEX_CREATE",
+    "INDEX_DROP_EMPTY",
+    "INDEX_LATEST",
+    "INDEX_PUT",
+    "INDEX_RECOUNT",
+    "INDEX_RESTATE",
+    "INDEX_SET_LATEST",
+    "INDEX_TO_REBUILD",
+    "INDEX_WRITES",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
     "INSERT_WRITE_IGNORE",
@@ -202,6 +216,7 @@ COLLECT_WRITES = (
 )
 
 DELETE_THREAD = (
+    "DELETE FROM tether_threads WHERE thread_id = ?",
     "DELETE FROM tether_writes WHERE thread_id = ?",
     "DELETE FROM tether_blobs WHERE thread_id = ?",
     "DELETE FROM tether_checkpoints WHERE thread_id = ?",
@@ -265,4 +280,121 @@ BAD_JSON_IN_THREAD = (
 BAD_JSON_ANYWHERE = (
     f"SELECT {CHECKPOINT_COLUMNS} FROM tether_checkpoints "
     "WHERE NOT (json_valid(metadata) AND json_valid(channel_versions)) LIMIT 1"
+)
+
+# --- the thread index (#15) ------------------------------------------------------------------
+
+
+def _state(tid: str, cid: str, runnable: str) -> str:
+    """The thread index's status of root checkpoint ``cid`` (SQL expressions) from its
+    write rows' channels and ``runnable``: :func:`tether._status.state_of` in SQL."""
+    key = f"thread_id = {tid} AND checkpoint_ns = '' AND checkpoint_id = {cid}"
+    control = ", ".join(f"'{c}'" for c in sorted(CONTROL_WRITES))
+    return f"""CASE
+    WHEN EXISTS (SELECT 1 FROM tether_writes WHERE {key} AND channel = '{ERROR}') THEN 'error'
+    WHEN EXISTS (
+        SELECT 1 FROM tether_writes AS i WHERE i.{key.replace(" AND ", " AND i.")}
+        AND i.channel = '{INTERRUPT}' AND NOT EXISTS (
+            SELECT 1 FROM tether_writes AS o WHERE o.{key.replace(" AND ", " AND o.")}
+            AND o.task_id = i.task_id AND o.channel NOT IN ({control}))
+    ) THEN 'interrupted'
+    WHEN {runnable} THEN 'pending' ELSE 'idle' END"""
+
+
+# Of the versions a put carries over (?1, a JSON object), those without a stored
+# value in the thread and namespace (type NULL), and those of the trigger
+# channels in ?4 (a JSON array) whose stored value is not the empty marker.
+CARRIED_STATE = f"""
+SELECT j.key, b.type FROM json_each(?1) AS j
+LEFT JOIN tether_blobs AS b
+  ON b.thread_id = ?2 AND b.checkpoint_ns = ?3 AND b.channel = j.key AND b.version = j.value
+WHERE b.type IS NULL OR (b.type <> '{EMPTY_TAG}' AND j.key IN (SELECT value FROM json_each(?4)))
+"""
+
+# A put's index row, run before its checkpoint row is written (so the EXISTS
+# tests see whether the checkpoint and its namespace are new): ?1 thread, ?2 ns,
+# ?3 checkpoint id, ?4 now, ?5 bytes, ?6 root namespace, ?7 step (JSON), ?8 ts,
+# ?9 user metadata (JSON), ?10 runnable. Only the newest root checkpoint moves
+# the latest columns and the status (writes may be stored before their put).
+_NEWEST = "?6 AND (t.latest_id IS NULL OR ?3 >= t.latest_id)"
+INDEX_PUT = f"""
+INSERT INTO tether_threads AS t (thread_id, created_at, updated_at, checkpoints, namespaces,
+    bytes, latest_id, latest_step, latest_ts, metadata, runnable, status)
+SELECT ?1, ?4, ?4, 1, 1, ?5, CASE WHEN ?6 THEN ?3 END, CASE WHEN ?6 THEN ?7 END,
+       CASE WHEN ?6 THEN ?8 END, CASE WHEN ?6 THEN ?9 ELSE '{{}}' END, ?6 AND ?10,
+       CASE WHEN ?6 THEN {_state("?1", "?3", "?10")} END
+WHERE true
+ON CONFLICT (thread_id) DO UPDATE SET
+    updated_at = ?4,
+    checkpoints = t.checkpoints + NOT EXISTS (SELECT 1 FROM tether_checkpoints
+        WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3),
+    namespaces = t.namespaces + NOT EXISTS (SELECT 1 FROM tether_checkpoints
+        WHERE thread_id = ?1 AND checkpoint_ns = ?2),
+    bytes = t.bytes + ?5,
+    latest_id = CASE WHEN {_NEWEST} THEN ?3 ELSE t.latest_id END,
+    latest_step = CASE WHEN {_NEWEST} THEN ?7 ELSE t.latest_step END,
+    latest_ts = CASE WHEN {_NEWEST} THEN ?8 ELSE t.latest_ts END,
+    metadata = CASE WHEN {_NEWEST} THEN ?9 ELSE t.metadata END,
+    runnable = CASE WHEN {_NEWEST} THEN ?10 ELSE t.runnable END,
+    status = CASE WHEN {_NEWEST} THEN {_state("?1", "?3", "?10")} ELSE t.status END
+"""
+
+# After a batch of writes: ?1 thread, ?2 ns, ?3 checkpoint id, ?4 now, ?5 bytes.
+# The status follows the writes of the latest root checkpoint (unless unknown).
+INDEX_WRITES = f"""
+UPDATE tether_threads SET updated_at = ?4, bytes = bytes + ?5,
+    status = CASE WHEN ?2 = '' AND latest_id = ?3 AND status IS NOT NULL
+                  THEN {_state("?1", "?3", "runnable")} ELSE status END
+WHERE thread_id = ?1
+"""
+
+#: A thread's counts and bytes from its rows (after prune, copy, delete_for_runs).
+INDEX_RECOUNT = """
+UPDATE tether_threads SET
+    checkpoints = (SELECT count(*) FROM tether_checkpoints WHERE thread_id = ?1),
+    namespaces = (SELECT count(DISTINCT checkpoint_ns) FROM tether_checkpoints
+                  WHERE thread_id = ?1),
+    bytes = coalesce((SELECT sum(length(checkpoint) + length(metadata))
+                      FROM tether_checkpoints WHERE thread_id = ?1), 0)
+          + coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1), 0)
+          + coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1), 0)
+WHERE thread_id = ?1
+"""
+
+#: The index row of a thread that has no checkpoint left.
+INDEX_DROP_EMPTY = (
+    "DELETE FROM tether_threads WHERE thread_id = ?1 "
+    "AND NOT EXISTS (SELECT 1 FROM tether_checkpoints WHERE thread_id = ?1)"
+)
+
+#: A thread's index row as its recount needs it, with its newest root checkpoint now.
+INDEX_LATEST = (
+    "SELECT t.latest_id, t.status, (SELECT max(checkpoint_id) FROM tether_checkpoints "
+    "WHERE thread_id = ?1 AND checkpoint_ns = '') FROM tether_threads AS t WHERE thread_id = ?1"
+)
+
+#: A new index row for a thread a copy writes into (the recount fills it).
+INDEX_CREATE = (
+    "INSERT OR IGNORE INTO tether_threads (thread_id, created_at, updated_at, checkpoints, "
+    "namespaces, bytes) VALUES (?1, ?2, ?2, 0, 0, 0)"
+)
+
+#: The latest columns and status of a thread whose newest root checkpoint changed:
+#: ?1 thread, ?2 id, ?3 step, ?4 ts, ?5 metadata, ?6 runnable, ?7 status known.
+INDEX_SET_LATEST = f"""
+UPDATE tether_threads SET latest_id = ?2, latest_step = ?3, latest_ts = ?4, metadata = ?5,
+    runnable = ?6, status = CASE WHEN ?2 IS NULL OR NOT ?7 THEN NULL
+                                 ELSE {_state("?1", "?2", "?6")} END
+WHERE thread_id = ?1
+"""
+
+#: The status of an unchanged latest checkpoint again (a copy may have brought writes).
+INDEX_RESTATE = f"""
+UPDATE tether_threads SET status = {_state("?1", "latest_id", "runnable")}
+WHERE thread_id = ?1 AND latest_id IS NOT NULL AND status IS NOT NULL
+"""
+
+#: Threads whose index rows a migration filled and whose status is still to be read.
+INDEX_TO_REBUILD = (
+    "SELECT thread_id FROM tether_threads WHERE status = ? ORDER BY thread_id LIMIT ?"
 )
