@@ -7,6 +7,12 @@ filter keys included, travels as a bound parameter.
 Writes are single statements wherever the work allows it (data-modifying
 CTEs): one statement is one implicit transaction in autocommit mode, so a
 ``put`` is atomic and costs one round trip, with no BEGIN/COMMIT around it.
+The thread index (#15) is a CTE of those same statements.
+
+Why one long module: it is all of one backend's SQL, composed from fragments
+that lean on each other (the put's carried-over resolution feeds the index
+CTE, the fenced variants gate every fragment); split, each half would need
+the other's text.
 """
 
 # ruff: noqa: S608 -- the only formatted-in text is the schema name, checked by
