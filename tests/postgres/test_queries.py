@@ -124,9 +124,7 @@ _INDEX_PARAMS: dict[str, Any] = {
     "ix_now": 1,
     "ix_bytes": 10,
     "ix_root": True,
-    "ix_step": "50",
     "ix_ts": None,
-    "ix_metadata": "{}",
     "ix_runnable": False,
     "ix_candidates": ["branch:to:n"],
 }

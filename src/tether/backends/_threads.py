@@ -49,7 +49,7 @@ import msgspec
 from tether._status import is_trigger, newer, next_nodes, trigger_target
 from tether.backends._records import PutPlan
 from tether.checkpoint import TASKS, ChannelVersions, Checkpoint, CheckpointTuple, check_text
-from tether.contract import EMPTY_TAG, check_filter, check_limit, dumps_json
+from tether.contract import EMPTY_TAG, check_filter, check_limit
 from tether.errors import ConfigError
 from tether.threads import ThreadOrder, ThreadStatus, ThreadSummary
 
@@ -79,6 +79,8 @@ MAX_LIMIT = 10_000
 RUNTIME_METADATA = frozenset({"source", "step", "parents"})
 
 _STATUSES: tuple[str, ...] = get_args(ThreadStatus)
+# Every trigger channel starts so (is_trigger decides).
+_TRIGGER_PREFIXES = ("__", "branch:to:", "join:")
 _ORDERS: tuple[str, ...] = get_args(ThreadOrder)
 
 
@@ -90,9 +92,7 @@ class IndexPut:
     """What one ``put`` tells the thread index (see :func:`plan_index`)."""
 
     root: bool  # the put is in the root namespace: it may be the thread's latest
-    step: Any
     ts: str | None
-    metadata: str  # JSON of the user metadata (RUNTIME_METADATA left out)
     runnable: bool  # next_nodes names a node, from what the put itself tells
     # Carried-over trigger channels (channel -> version as text) whose stored
     # value decides `runnable` when it is False: a stored value makes it True.
@@ -106,9 +106,13 @@ def user_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def plan_index(plan: PutPlan, checkpoint: Checkpoint, new_versions: ChannelVersions) -> IndexPut:
-    """What ``put(plan)`` tells the index: see the module docstring for ``runnable``."""
-    meta = dumps_json(user_metadata(plan.metadata))
-    size = len(plan.head[1]) + len(meta) + sum(len(v.payload) for v in plan.values)
+    """What ``put(plan)`` tells the index: see the module docstring for ``runnable``.
+
+    The step and user metadata are not here: each backend takes them out of the
+    metadata it stores anyway (in SQL on SQLite and Postgres), so a put does
+    not serialize its metadata twice.
+    """
+    size = len(plan.head[1]) + sum(len(v.payload) for v in plan.values)
     root = plan.address.checkpoint_ns == ""
     runnable = False
     candidates: dict[str, str] = {}
@@ -117,9 +121,7 @@ def plan_index(plan: PutPlan, checkpoint: Checkpoint, new_versions: ChannelVersi
     ts = checkpoint.get("ts")
     return IndexPut(
         root=root,
-        step=plan.metadata.get("step"),
         ts=ts if isinstance(ts, str) else None,
-        metadata=meta,
         runnable=runnable,
         candidates={} if runnable else candidates,
         bytes=size,
@@ -129,12 +131,16 @@ def plan_index(plan: PutPlan, checkpoint: Checkpoint, new_versions: ChannelVersi
 def _runnable(
     plan: PutPlan, checkpoint: Checkpoint, new_versions: ChannelVersions
 ) -> tuple[bool, dict[str, str]]:
-    given: Mapping[str, Any] = checkpoint.get("channel_values") or {}
     versions: Mapping[str, Any] = checkpoint.get("channel_versions") or {}
+    triggers = [c for c in versions if c == TASKS or c.startswith(_TRIGGER_PREFIXES)]
+    if not triggers:  # a graph of plain channels (no runtime): nothing is ever next
+        return False, {}
+    given: Mapping[str, Any] = checkpoint.get("channel_values") or {}
     seen: Mapping[str, Mapping[str, Any]] = checkpoint.get("versions_seen") or {}
     known: dict[str, Any] = {}
     candidates: dict[str, str] = {}
-    for channel, version in versions.items():
+    for channel in triggers:
+        version = versions[channel]
         if not is_trigger(channel):
             continue
         if channel in new_versions or channel in given:

@@ -346,14 +346,15 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         row.updated = now
         row.checkpoints += fresh
         row.namespaces += fresh_ns
-        row.bytes += index.bytes
+        row.bytes += index.bytes + len(dumps_json(plan.metadata))
         if index.root and (row.latest_id is None or cid >= row.latest_id):
             runnable = index.runnable or any(
                 (blob := ns.blobs.get((c, v))) is not None and blob[0] != EMPTY_TAG
                 for c, v in index.candidates.items()
             )
-            row.latest_id, row.latest_step, row.latest_ts = cid, index.step, index.ts
-            row.metadata, row.runnable = index.metadata, runnable
+            row.latest_id, row.latest_step, row.latest_ts = cid, plan.metadata.get("step"), index.ts
+            row.metadata = dumps_json(user_metadata(plan.metadata))
+            row.runnable = runnable
             row.status = self._state(ns, cid, runnable)
 
     @staticmethod

@@ -1069,9 +1069,7 @@ def _index_params(index: IndexPut, now: int) -> dict[str, Any]:
         "ix_now": now,
         "ix_bytes": index.bytes,
         "ix_root": index.root,
-        "ix_step": dumps_json(index.step),
         "ix_ts": index.ts,
-        "ix_metadata": index.metadata,
         "ix_runnable": index.runnable,
         "ix_candidates": list(index.candidates),
     }

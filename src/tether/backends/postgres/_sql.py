@@ -674,11 +674,14 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         )
         return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
         namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status)
-    SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, 1, 1, %(ix_bytes)s,
+    SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, 1, 1,
+           %(ix_bytes)s + octet_length(%(metadata)s::text),
            CASE WHEN %(ix_root)s THEN %(checkpoint_id)s END,
-           CASE WHEN %(ix_root)s THEN %(ix_step)s::jsonb END,
+           CASE WHEN %(ix_root)s THEN %(metadata)s::jsonb -> 'step' END,
            CASE WHEN %(ix_root)s THEN %(ix_ts)s::text END,
-           CASE WHEN %(ix_root)s THEN %(ix_metadata)s::jsonb ELSE '{{}}'::jsonb END,
+           CASE WHEN %(ix_root)s
+                THEN %(metadata)s::jsonb - 'source' - 'step' - 'parents'
+                ELSE '{{}}'::jsonb END,
            %(ix_root)s AND r.runnable,
            CASE WHEN %(ix_root)s THEN {self._state("%(checkpoint_id)s", "r.runnable")} END
     FROM (SELECT {runnable} AS runnable) r{gate}

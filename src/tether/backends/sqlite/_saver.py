@@ -692,7 +692,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             INDEX_PUT,
             (
                 *(tid, ns, cid, self._clock(), index.bytes, index.root),
-                *(dumps_json(index.step), index.ts, index.metadata, runnable),
+                *(index.ts, meta_json, runnable),
             ),
         )
         conn.execute(

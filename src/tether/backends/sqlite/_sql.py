@@ -313,16 +313,19 @@ WHERE b.type IS NULL OR (b.type <> '{EMPTY_TAG}' AND j.key IN (SELECT value FROM
 
 # A put's index row, run before its checkpoint row is written (so the EXISTS
 # tests see whether the checkpoint and its namespace are new): ?1 thread, ?2 ns,
-# ?3 checkpoint id, ?4 now, ?5 bytes, ?6 root namespace, ?7 step (JSON), ?8 ts,
-# ?9 user metadata (JSON), ?10 runnable. Only the newest root checkpoint moves
-# the latest columns and the status (writes may be stored before their put).
+# ?3 checkpoint id, ?4 now, ?5 bytes, ?6 root namespace, ?7 ts, ?8 the metadata
+# stored (JSON: the step and the user keys are taken out here), ?9 runnable. Only
+# the newest root checkpoint moves the latest columns and the status (writes
+# may be stored before their put); the status is computed once, in the SELECT.
 _NEWEST = "?6 AND (t.latest_id IS NULL OR ?3 >= t.latest_id)"
 INDEX_PUT = f"""
 INSERT INTO tether_threads AS t (thread_id, created_at, updated_at, checkpoints, namespaces,
     bytes, latest_id, latest_step, latest_ts, metadata, runnable, status)
-SELECT ?1, ?4, ?4, 1, 1, ?5, CASE WHEN ?6 THEN ?3 END, CASE WHEN ?6 THEN ?7 END,
-       CASE WHEN ?6 THEN ?8 END, CASE WHEN ?6 THEN ?9 ELSE '{{}}' END, ?6 AND ?10,
-       CASE WHEN ?6 THEN {_state("?1", "?3", "?10")} END
+SELECT ?1, ?4, ?4, 1, 1, ?5 + length(?8), CASE WHEN ?6 THEN ?3 END,
+       CASE WHEN ?6 THEN json_quote(json_extract(?8, '$.step')) END,
+       CASE WHEN ?6 THEN ?7 END,
+       CASE WHEN ?6 THEN json_remove(?8, '$.source', '$.step', '$.parents') ELSE '{{}}' END,
+       ?6 AND ?9, CASE WHEN ?6 THEN {_state("?1", "?3", "?9")} END
 WHERE true
 ON CONFLICT (thread_id) DO UPDATE SET
     updated_at = ?4,
@@ -330,13 +333,13 @@ ON CONFLICT (thread_id) DO UPDATE SET
         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3),
     namespaces = t.namespaces + NOT EXISTS (SELECT 1 FROM tether_checkpoints
         WHERE thread_id = ?1 AND checkpoint_ns = ?2),
-    bytes = t.bytes + ?5,
+    bytes = t.bytes + excluded.bytes,
     latest_id = CASE WHEN {_NEWEST} THEN ?3 ELSE t.latest_id END,
-    latest_step = CASE WHEN {_NEWEST} THEN ?7 ELSE t.latest_step END,
-    latest_ts = CASE WHEN {_NEWEST} THEN ?8 ELSE t.latest_ts END,
-    metadata = CASE WHEN {_NEWEST} THEN ?9 ELSE t.metadata END,
-    runnable = CASE WHEN {_NEWEST} THEN ?10 ELSE t.runnable END,
-    status = CASE WHEN {_NEWEST} THEN {_state("?1", "?3", "?10")} ELSE t.status END
+    latest_step = CASE WHEN {_NEWEST} THEN excluded.latest_step ELSE t.latest_step END,
+    latest_ts = CASE WHEN {_NEWEST} THEN ?7 ELSE t.latest_ts END,
+    metadata = CASE WHEN {_NEWEST} THEN excluded.metadata ELSE t.metadata END,
+    runnable = CASE WHEN {_NEWEST} THEN ?9 ELSE t.runnable END,
+    status = CASE WHEN {_NEWEST} THEN excluded.status ELSE t.status END
 """
 
 # After a batch of writes: ?1 thread, ?2 ns, ?3 checkpoint id, ?4 now, ?5 bytes.
