@@ -5,7 +5,9 @@
 The W1 chat graph: a LangGraph ``StateGraph`` with ``add_messages`` state and
 one node that answers; each of N = 300 invokes sends one ~500-byte human
 message on one thread (so the history grows as a chat does). Timed per invoke
-(median), in ``durability="sync"`` and ``"async"``, the two graphs invoked in
+(median), in ``durability="sync"`` and ``"async"``; and the same chat with
+plain dict messages (``operator.add``, no LangChain) in ``"sync"``,
+``"async"`` and ``"exit"`` (the ``messages`` column), the graphs invoked in
 turns, with:
 
 * the official ``SqliteSaver`` vs ``tether.langgraph.SqliteSaver`` (a file each);
@@ -19,24 +21,35 @@ saver could reach.
 
 Bytes stored: SQLite ``page_count * page_size``; Postgres the total relation
 size of the store's tables. Ratio = official / tether.
+
+The DeltaChannel chat (``delta`` rows): the same chat with its messages in
+LangGraph's beta ``DeltaChannel`` (stored as a ``_DeltaSnapshot`` every
+``snapshot_frequency`` = 100 updates, rebuilt from the ancestors' writes in
+between), N = 300 invokes in ``sync`` durability on the in-memory, SQLite and
+Postgres savers, official vs tether invoked in turns: ms per invoke (median;
+each invoke rebuilds the channel once, ``get_delta_channel_history``) and
+the full ``get_state_history`` of the thread (each of its ~900 checkpoints
+rebuilds it; median of 3 listings taken in turns).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver as OfficialInMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
@@ -44,8 +57,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from psycopg.rows import dict_row
 
-from bench._workloads import interleave, ratio
-from tether.langgraph import PostgresSaver, SqliteSaver
+from bench._workloads import alternate, interleave, ratio
+from tether.langgraph import InMemorySaver, PostgresSaver, SqliteSaver
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DSN = os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -60,7 +73,23 @@ def _answer(state: Chat) -> dict[str, Any]:
     return {"messages": [AIMessage(f"noted ({len(state['messages'])} so far)")]}
 
 
-def _graph(saver: Any) -> Any:
+class DictChat(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+
+
+def _dict_answer(state: DictChat) -> dict[str, Any]:
+    n = len(state["messages"])
+    return {"messages": [{"role": "assistant", "content": f"noted ({n} so far)", "id": f"a{n}"}]}
+
+
+def _graph(saver: Any, kind: str = "langchain") -> Any:
+    """The W1 chat: LangChain messages under ``add_messages``, or plain dicts appended."""
+    if kind == "dict":
+        d = StateGraph(DictChat)
+        d.add_node("answer", _dict_answer)
+        d.add_edge(START, "answer")
+        d.add_edge("answer", END)
+        return d.compile(checkpointer=saver)
     g = StateGraph(Chat)
     g.add_node("answer", _answer)
     g.add_edge(START, "answer")
@@ -68,7 +97,95 @@ def _graph(saver: Any) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def _drive(savers: dict[str, Any], n: int, durability: str) -> dict[str, float]:
+def _message(kind: str, i: int) -> Any:
+    if kind == "dict":
+        return {"role": "user", "content": f"{i}: {TEXT}", "id": f"u{i}"}
+    return HumanMessage(f"{i}: {TEXT}")
+
+
+def _add_batch(state: list[AnyMessage], writes: Sequence[Any]) -> list[AnyMessage]:
+    """``add_messages`` over a batch of writes, as DeltaChannel replays them."""
+    for write in writes:
+        state = add_messages(state, write)  # type: ignore[assignment]
+    return state
+
+
+class DeltaChat(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_add_batch)]
+
+
+def _delta_answer(state: DeltaChat) -> dict[str, Any]:
+    return {"messages": [AIMessage(f"noted ({len(state['messages'])} so far)")]}
+
+
+def _delta_graph(saver: Any) -> Any:
+    g = StateGraph(DeltaChat)
+    g.add_node("answer", _delta_answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile(checkpointer=saver)
+
+
+def _drive_delta(savers: dict[str, Any], n: int) -> dict[str, dict[str, float]]:
+    """The DeltaChannel chat: ms per invoke (in turns), then full-history listings (in turns)."""
+    cfg = {"configurable": {"thread_id": "delta-chat"}}
+    graphs = {name: _delta_graph(saver) for name, saver in savers.items()}
+
+    def steps(graph: Any) -> Iterator[float]:
+        for i in range(n):
+            t0 = time.perf_counter()
+            graph.invoke({"messages": [HumanMessage(f"{i}: {TEXT}")]}, cfg, durability="sync")
+            yield time.perf_counter() - t0
+        assert len(graph.get_state(cfg).values["messages"]) == 2 * n
+
+    times = interleave({name: steps(graph) for name, graph in graphs.items()})
+    history = alternate(
+        {name: lambda g=graph: list(g.get_state_history(cfg)) for name, graph in graphs.items()},
+        3,
+    )
+    return {
+        name: {"invoke": statistics.median(ts) * 1000, "history": history[name]}
+        for name, ts in times.items()
+    }
+
+
+def _delta_rows(store: str, ms: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    return [
+        _row(store, "sync", f"delta: {m}", ms["tether"][key], ms["langgraph"][key])
+        for m, key in (("ms_per_invoke", "invoke"), ("ms_full_history", "history"))
+    ]
+
+
+def run_delta(quick: bool = False) -> list[dict[str, Any]]:
+    """The DeltaChannel chat on the three backends (see the module doc)."""
+    n = 40 if quick else 300
+    rows = _delta_rows(
+        "memory", _drive_delta({"tether": InMemorySaver(), "langgraph": OfficialInMemorySaver()}, n)
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = sqlite3.connect(Path(tmp) / "official.db", check_same_thread=False)
+        official = OfficialSqliteSaver(conn)
+        official.setup()
+        with SqliteSaver.from_conn_string(str(Path(tmp) / "tether.db")) as saver:
+            rows += _delta_rows("sqlite", _drive_delta({"tether": saver, "langgraph": official}, n))
+        conn.close()
+    official_db, tether_db = "tether_bench_delta_official", "tether_bench_delta_tether"
+    with _database(official_db) as ourl, _database(tether_db) as turl:
+        with (
+            psycopg.connect(ourl, autocommit=True, prepare_threshold=0, row_factory=dict_row) as pg,
+            PostgresSaver.from_conn_string(turl) as saver,
+        ):
+            official_pg = OfficialPostgresSaver(pg)  # type: ignore[arg-type]
+            official_pg.setup()
+            saver.setup()
+            ms = _drive_delta({"tether": saver, "langgraph": official_pg}, n)
+        rows += _delta_rows("postgres", ms)
+    return rows
+
+
+def _drive(
+    savers: dict[str, Any], n: int, durability: str, kind: str = "langchain"
+) -> dict[str, float]:
     """Median ms per invoke of each saver's graph, the graphs invoked in turns.
 
     In turns (A B, B A, ...) rather than one run after the other, so both
@@ -76,11 +193,11 @@ def _drive(savers: dict[str, Any], n: int, durability: str) -> dict[str, float]:
     """
 
     def steps(saver: Any) -> Iterator[float]:
-        graph = _graph(saver)
-        cfg = {"configurable": {"thread_id": f"chat-{durability}"}}
+        graph = _graph(saver, kind)
+        cfg = {"configurable": {"thread_id": f"chat-{kind}-{durability}"}}
         for i in range(n):
             t0 = time.perf_counter()
-            graph.invoke({"messages": [HumanMessage(f"{i}: {TEXT}")]}, cfg, durability=durability)
+            graph.invoke({"messages": [_message(kind, i)]}, cfg, durability=durability)
             yield time.perf_counter() - t0
         assert len(graph.get_state(cfg).values["messages"]) == 2 * n
 
@@ -119,9 +236,12 @@ def _pg_bytes(url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _row(store: str, durability: str, metric: str, t: float, o: float) -> dict[str, Any]:
+def _row(
+    store: str, durability: str, metric: str, t: float, o: float, kind: str = "langchain"
+) -> dict[str, Any]:
     return {
         "store": store,
+        "messages": kind,
         "durability": durability,
         "metric": metric,
         "tether": round(t, 3),
@@ -130,10 +250,21 @@ def _row(store: str, durability: str, metric: str, t: float, o: float) -> dict[s
     }
 
 
+#: (messages, durability) of the W1 chat rows: LangChain messages as before, and
+#: plain dict messages in every durability mode (#19 goal 3).
+COMBOS = [
+    ("langchain", "sync"),
+    ("langchain", "async"),
+    ("dict", "sync"),
+    ("dict", "async"),
+    ("dict", "exit"),
+]
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     n = 40 if quick else 300
     rows: list[dict[str, Any]] = []
-    for durability in ("sync", "async"):
+    for kind, durability in COMBOS:
         with tempfile.TemporaryDirectory() as tmp:
             opath, tpath = Path(tmp) / "official.db", Path(tmp) / "tether.db"
             conn = sqlite3.connect(opath, check_same_thread=False)
@@ -147,13 +278,21 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     {"tether": saver, "langgraph": official, "floor": OfficialInMemorySaver()},
                     n,
                     durability,
+                    kind,
                 )
             conn.close()
-            timed = _row("sqlite", durability, "ms_per_invoke", ms["tether"], ms["langgraph"])
+            timed = _row("sqlite", durability, "ms_per_invoke", ms["tether"], ms["langgraph"], kind)
             timed["floor"] = round(ms["floor"], 3)
             rows.append(timed)
             rows.append(
-                _row("sqlite", durability, "bytes", _sqlite_bytes(tpath), _sqlite_bytes(opath))
+                _row(
+                    "sqlite",
+                    durability,
+                    "bytes",
+                    _sqlite_bytes(tpath),
+                    _sqlite_bytes(opath),
+                    kind,
+                )
             )
         with _database("tether_bench_official") as ourl, _database("tether_bench_tether") as turl:
             with (
@@ -169,11 +308,17 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     {"tether": saver, "langgraph": official, "floor": OfficialInMemorySaver()},
                     n,
                     durability,
+                    kind,
                 )
-            timed = _row("postgres", durability, "ms_per_invoke", ms["tether"], ms["langgraph"])
+            timed = _row(
+                "postgres", durability, "ms_per_invoke", ms["tether"], ms["langgraph"], kind
+            )
             timed["floor"] = round(ms["floor"], 3)
             rows.append(timed)
-            rows.append(_row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl)))
+            rows.append(
+                _row("postgres", durability, "bytes", _pg_bytes(turl), _pg_bytes(ourl), kind)
+            )
+    rows += run_delta(quick)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langgraph.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
     return rows
@@ -182,4 +327,5 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     from bench.__main__ import table
 
-    print(table(run(quick="--quick" in sys.argv)))
+    runner = run_delta if "--delta" in sys.argv else run
+    print(table(runner(quick="--quick" in sys.argv)))

@@ -227,7 +227,7 @@ def test_delete_for_runs_keeps_exactly_the_blobs_survivors_need() -> None:
     assert _latest_history(saver) == last["channel_values"]["history"]
 
 
-def test_list_shares_decoded_snapshots_within_a_group_only() -> None:
+def test_list_shares_the_elements_of_a_growing_list() -> None:
     saver = InMemorySaver()
     # A long history of small elements, then one element a step: the tails stay
     # small next to the snapshot, so all 91 checkpoints extend one snapshot.
@@ -240,14 +240,39 @@ def test_list_shares_decoded_snapshots_within_a_group_only() -> None:
     assert len(listed) == 91
     # each tuple has a list of its own ...
     assert len({id(h) for h in listed}) == len(listed)
-    # ... whose snapshot elements are shared within a group of tuples
+    # ... whose elements are the ones decoded for the newest tuple, snapshot
+    # and tail alike, within a group and across groups (records.page_memo)
     assert listed[GROUP - 1][0] is listed[0][0]
-    assert listed[90][0] is listed[GROUP][0]
-    # and decoded again for the next group, which bounds what a listing keeps alive
-    assert listed[GROUP][0] is not listed[GROUP - 1][0]
-    assert listed[GROUP][0] == listed[GROUP - 1][0]
+    assert listed[GROUP][0] is listed[0][0]
+    assert listed[GROUP][5010] is listed[0][5010]
+    assert listed[1][-1] is listed[0][-2]
     # get_tuple decodes afresh every time
     assert _latest_history(saver)[0] is not _latest_history(saver)[0]
+
+
+def test_list_decodes_only_the_newest_value_of_a_growing_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saver = InMemorySaver()
+    at: Grown = (make_config("t"), None)
+    at = _grow(saver, 120, at)
+    decoded: list[int] = []
+    inner = saver.serde.loads_typed
+
+    def counting(data: tuple[str, bytes]) -> Any:
+        value = inner(data)
+        if isinstance(value, list):
+            decoded.append(len(value))
+        return value
+
+    monkeypatch.setattr(saver.serde, "loads_typed", counting)
+    listed = list(saver.list(make_config("t")))
+    assert [len(t.checkpoint["channel_values"]["history"]) for t in listed] == list(
+        range(120, 0, -1)
+    )
+    # The newest value is decoded whole (its snapshot and tail); older ones take
+    # its elements, except values below the size threshold, stored whole.
+    assert sum(decoded) < 2 * 120 + sum(range(20))
 
 
 @pytest.mark.parametrize("where", ["value", "history", "write"])

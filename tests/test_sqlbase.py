@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 import zlib
+from typing import Any
 
 import pytest
+import xxhash
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tether.backends._payload import CHECKSUM
 from tether.backends._sqlbase import (
@@ -109,3 +113,68 @@ def test_loads_json_reads_what_the_json_module_reads(text: str) -> None:
             want,
         )
         assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+
+
+def _framed_as_specified(fields: tuple[object, ...]) -> bytes:
+    """The framing stored checksums were computed with (the first implementation)."""
+    texts = ["" if f is None else str(f) for f in fields]
+    lengths = [-1 if f is None else len(t) for f, t in zip(fields, texts, strict=True)]
+    return (":".join(map(str, lengths)) + "|" + "".join(texts)).encode("utf-8", "surrogatepass")
+
+
+@given(
+    st.tuples(
+        st.one_of(st.none(), st.text(), st.integers(), st.binary(max_size=8), st.floats()),
+        st.one_of(st.none(), st.text()),
+        st.one_of(st.none(), st.integers(), st.text(alphabet="\ud800abc")),
+    )
+)
+def test_row_framing_is_what_stored_checksums_used(
+    fields: tuple[object, ...],
+) -> None:
+    from tether.backends._sqlbase import _framed
+
+    assert _framed(fields) == _framed_as_specified(fields)
+
+
+_TEXT = st.text(alphabet=st.characters(codec="utf-8") | st.just("\ud800"), max_size=12)
+_FIELD = st.one_of(st.none(), _TEXT, st.integers(), st.booleans(), st.binary(max_size=4))
+
+
+@given(
+    st.one_of(_TEXT, _FIELD),
+    st.one_of(_TEXT, _FIELD),
+    st.one_of(_TEXT, _FIELD),
+    st.one_of(st.integers(-1, 7), _FIELD),
+    st.one_of(st.none(), _TEXT, _FIELD),
+    st.one_of(st.none(), st.binary(max_size=12)),
+)
+def test_value_checksums_are_what_stored_rows_hold(
+    channel: Any, version: Any, type_: Any, encoding: Any, base: Any, payload: Any
+) -> None:
+    from tether.backends._sqlbase import _payload_digest, _signed, value_checksum
+
+    try:
+        digest = _payload_digest(encoding, payload)
+    except TypeError:
+        return  # a damaged row: refused either way
+    want = _framed_as_specified((channel, version, type_, encoding, base)) + digest
+    assert value_checksum(channel, version, type_, encoding, base, payload) == _signed(
+        xxhash.xxh3_64_intdigest(want)
+    )
+
+
+@given(
+    st.lists(st.one_of(_TEXT, _FIELD), min_size=7, max_size=7),
+    st.one_of(st.none(), st.binary(max_size=12)),
+)
+def test_write_checksums_are_what_stored_rows_hold(fields: list[Any], payload: Any) -> None:
+    from tether.backends._sqlbase import _payload_digest, _signed, write_checksum
+
+    encoding = fields[6]
+    try:
+        digest = _payload_digest(encoding, payload)
+    except TypeError:
+        return
+    want = _framed_as_specified(tuple(fields)) + digest
+    assert write_checksum(*fields, payload) == _signed(xxhash.xxh3_64_intdigest(want))

@@ -94,7 +94,8 @@ SUBS: list[tuple[str, str]] = [
     (r"\basyncio\.sleep\b", "time.sleep"),
     (
         r"\.a(get_tuple|get_writes|list|put_writes|put|delete_thread|delete_for_runs|copy_thread"
-        r"|prune|setup|close|lease|invoke|stream|get_state_history|get_state|update_state)\b",
+        r"|prune|setup|close|lease|invoke|stream|get_state_history|get_state|update_state"
+        r"|delta_history|get_delta_channel_history)\b",
         r".\1",
     ),
     (r"\b(tether\.[\w.]+?)_async\b", r"\1_sync"),  # imports of other generated pairs

@@ -89,6 +89,18 @@ order="updated", limit=50, cursor=None)``
     with its writes. ``"keep_last"``: the newest ``keep`` of each namespace.
     ``"delete"``: everything goes. Blobs nobody refers to are removed. Kept
     checkpoints may then name a parent that no longer exists.
+
+``delta_history(config, channels)`` (optional)
+    LangGraph's ``get_delta_channel_history`` answered by the storage in one
+    round trip, or ``None`` when the backend has no such answer (the caller
+    then walks ``get_tuple`` itself). For each channel, the pending writes to
+    it on the ancestors of the checkpoint ``config`` names (the latest when
+    it names none), oldest first, from its parent back to and including the
+    nearest ancestor that stores a value for the channel, and that value
+    (``seed``) if there is one: see :class:`~tether.checkpoint.ChannelHistory`
+    and :func:`tether.backends._walk.walk_delta`. A parent on the walk
+    that is gone, or a value an ancestor names that is gone, is a
+    ``StorageError``.
 """
 
 from __future__ import annotations
@@ -100,6 +112,7 @@ from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequen
 from typing import Any, Literal, Self, TypeAlias
 
 from tether.checkpoint import (
+    ChannelHistory,
     ChannelVersion,
     ChannelVersions,
     Checkpoint,
@@ -333,6 +346,26 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         """Async :meth:`get`."""
         tup = await self.aget_tuple(config)
         return tup.checkpoint if tup else None
+
+    def delta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        """What LangGraph rebuilds ``channels`` of a checkpoint from, in one round trip.
+
+        See ``delta_history`` in the module docstring. ``None``: this backend
+        has no such answer, and the caller walks :meth:`get_tuple` instead.
+
+        Raises:
+            StorageError: a parent on the walk, or a value an ancestor names, is gone.
+            DecodeError: a write or a value cannot be decoded.
+        """
+        return None
+
+    async def adelta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        """Async :meth:`delta_history`."""
+        return None
 
     def get_next_version(self, current: ChannelVersion | None, channel: Any = None) -> str:
         """The version after ``current``: padded ``major.random`` strings (S2.5).

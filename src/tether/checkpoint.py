@@ -15,7 +15,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, TypeAlias, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypeAlias, TypedDict
 
 from tether.errors import ConfigError, shown
 from tether.ids import EMPTY_CLOCK_SEQ, uuid6
@@ -33,6 +33,7 @@ __all__ = [
     "TASKS",
     "WRITES_IDX_MAP",
     "Address",
+    "ChannelHistory",
     "ChannelVersions",
     "Checkpoint",
     "CheckpointMetadata",
@@ -111,6 +112,20 @@ class CheckpointTuple(NamedTuple):
     metadata: CheckpointMetadata
     parent_config: dict[str, Any] | None = None
     pending_writes: list[PendingWrite] | None = None
+
+
+class ChannelHistory(TypedDict):
+    """What one channel's value is rebuilt from when a checkpoint stores none for it.
+
+    LangGraph's ``DeltaChannelHistory`` (``get_delta_channel_history``), field
+    for field: ``writes`` are the channel's pending writes on the checkpoint's
+    ancestors, oldest checkpoint first and each checkpoint's in S2.4 order,
+    back to and including the nearest ancestor that stores a value for the
+    channel; ``seed`` is that value, absent when no ancestor stores one.
+    """
+
+    writes: list[PendingWrite]
+    seed: NotRequired[Any]
 
 
 # --- special write channels (S2.4) -------------------------------------------

@@ -25,13 +25,14 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StorageError
 from tether.langgraph import TetherLangGraphSaver
 
 from .savers import BACKENDS
@@ -248,19 +249,25 @@ async def test_naive_prune_would_lose_delta_values(
     backend: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Why the drop-in checks: tether's own prune (which knows no graphs) cuts the
-    chain and the channels read back short, without an error."""
+    chain. LangGraph's default walk would then read the channels back short without
+    an error; tether's walk names the missing checkpoint and the channels."""
     async with tether_saver(backend, mode, tmp_path, request) as saver:
         r = Runner(saver, mode, "sync", "naive")
         graph = delta_graph(r)
         await until_head_walks(r, graph, 0)
-        before = (await r.state(graph)).values
+        head = await saver.aget_tuple(r.config())
+        assert head is not None
+        walked = [k for k in ("items", "messages") if k not in head.checkpoint["channel_values"]]
         await saver.saver.aprune(["naive"], strategy="keep_latest")
-        after = (await r.state(graph)).values
-        assert after["turns"] == before["turns"]
-        assert after != before
-        assert len(after["items"]) + len(after["messages"]) < len(before["items"]) + len(
-            before["messages"]
+        with pytest.raises(StorageError, match="is missing") as info:
+            await r.state(graph)
+        assert "'naive'" in str(info.value)
+        assert all(repr(k) in str(info.value) for k in walked)
+        # LangGraph's own walk over the same saver: short, and no error
+        short = await BaseCheckpointSaver.aget_delta_channel_history(
+            saver, config=head.config, channels=walked
         )
+        assert all("seed" not in short[k] for k in walked)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -105,6 +105,7 @@ def url_saver(dsn: str, schema: str, round_no: int) -> PostgresSaver:
         dsn,
         schema=schema,
         serde=PlainSerializer(),
+        inline_primitives=True,
         pool_size=4,
         pool_timeout=10.0,
         connect_kwargs={"application_name": app_name(schema, round_no)},
@@ -170,7 +171,7 @@ def sync_round(source: str, dsn: str, schema: str, round_no: int, tally: Tally) 
         saver = url_saver(dsn, schema, round_no)
     else:
         pool = ConnectionPool(dsn, min_size=2, max_size=4, kwargs={"autocommit": True}, open=True)
-        saver = PostgresSaver(pool, schema=schema, serde=PlainSerializer())
+        saver = PostgresSaver(pool, schema=schema, serde=PlainSerializer(), inline_primitives=True)
     closed = threading.Event()
     stop = time.monotonic() + 20
     threads = [
@@ -240,7 +241,7 @@ async def async_round(source: str, dsn: str, schema: str, round_no: int, tally: 
             dsn, min_size=2, max_size=4, kwargs={"autocommit": True}, open=False
         )
         await pool.open()
-        saver = PostgresSaver(pool, schema=schema, serde=PlainSerializer())
+        saver = PostgresSaver(pool, schema=schema, serde=PlainSerializer(), inline_primitives=True)
     closed = asyncio.Event()
     stop = time.monotonic() + 20
     tasks = [

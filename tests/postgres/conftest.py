@@ -95,6 +95,7 @@ def admin(pg_dsn: str) -> Iterator[psycopg.Connection[Any]]:
 @contextlib.contextmanager
 def url_saver(dsn: str, schema: str | None = None, **kwargs: Any) -> Iterator[PostgresSaver]:
     kwargs.setdefault("serde", PlainSerializer())
+    kwargs.setdefault("inline_primitives", True)  # as under tether's own serializer
     with PostgresSaver.from_conn_string(dsn, schema=schema or fresh_schema(), **kwargs) as saver:
         saver.setup()
         yield saver
@@ -106,6 +107,7 @@ async def aurl_saver(
 ) -> AsyncIterator[PostgresSaver]:
     """As :func:`url_saver`, closing both pools (async tests may open the async one)."""
     kwargs.setdefault("serde", PlainSerializer())
+    kwargs.setdefault("inline_primitives", True)  # as under tether's own serializer
     saver = PostgresSaver.from_conn_string(dsn, schema=schema or fresh_schema(), **kwargs)
     async with saver:
         saver.setup()
@@ -123,7 +125,7 @@ async def saver(pg_dsn: str, schema: str) -> AsyncIterator[PostgresSaver]:
 async def asaver(pg_dsn: str, schema: str) -> AsyncIterator[PostgresSaver]:
     """The same, used from async tests (its async pool opens on first use)."""
     saver = PostgresSaver.from_conn_string(
-        pg_dsn, schema=schema, pool_size=4, serde=PlainSerializer()
+        pg_dsn, schema=schema, pool_size=4, serde=PlainSerializer(), inline_primitives=True
     )
     async with saver:
         await saver.asetup()

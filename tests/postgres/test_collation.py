@@ -114,14 +114,18 @@ def test_pending_writes_and_listings_come_in_code_point_order(
     en_us_dsn: str, expected: Any
 ) -> None:
     with PostgresSaver.from_conn_string(
-        en_us_dsn, schema=fresh_schema(), serde=PlainSerializer()
+        en_us_dsn, schema=fresh_schema(), serde=PlainSerializer(), inline_primitives=True
     ) as saver:
         saver.setup()
         _fill(saver)
         assert _answers(saver) == expected
         # Pages of one row each: the keyset comparison uses the same order.
         saver_small = PostgresSaver.from_conn_string(
-            en_us_dsn, schema=saver._statements.schema, serde=PlainSerializer(), page_size=1
+            en_us_dsn,
+            schema=saver._statements.schema,
+            serde=PlainSerializer(),
+            inline_primitives=True,
+            page_size=1,
         )
         with saver_small:
             assert _answers(saver_small) == expected
@@ -133,7 +137,7 @@ def test_a_store_of_version_10_is_migrated_to_code_point_order(
     """Version 10's columns use the database collation; version 11 declares C."""
     reference, old = fresh_schema(), fresh_schema()
     with PostgresSaver.from_conn_string(
-        en_us_dsn, schema=reference, serde=PlainSerializer()
+        en_us_dsn, schema=reference, serde=PlainSerializer(), inline_primitives=True
     ) as saver:
         saver.setup()
         _fill(saver)
@@ -147,7 +151,9 @@ def test_a_store_of_version_10_is_migrated_to_code_point_order(
             (THREADS[0], "a"),
         ).fetchall()
         assert [r[0] for r in wrong] != [w[0] for w in expected[2][::2]]  # the bug, before
-    with PostgresSaver.from_conn_string(en_us_dsn, schema=old, serde=PlainSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        en_us_dsn, schema=old, serde=PlainSerializer(), inline_primitives=True
+    ) as saver:
         saver.setup()
         assert _answers(saver) == expected
     with psycopg.connect(en_us_dsn) as admin:

@@ -122,14 +122,18 @@ def test_rows_from_before_the_record_stay_readable_as_they_were(
 ) -> None:
     """A row written before version 12 has no record of its absent channels: not refused."""
     reference, old = fresh_schema(), fresh_schema()
-    with PostgresSaver.from_conn_string(pg_dsn, schema=reference, serde=PlainSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=reference, serde=PlainSerializer(), inline_primitives=True
+    ) as saver:
         saver.setup()
         cp = checkpoint({"a": [1]}, {"a": "1", "ghost": "1"})
         cfg = saver.put(make_config("t"), cp, {}, {"a": "1"})
     build_old_store(admin, old, 11)
     for table in ("tether_checkpoints", "tether_blobs", "tether_writes"):
         copy_rows(admin, f'"{reference}".{table}', f'"{old}".{table}')
-    with PostgresSaver.from_conn_string(pg_dsn, schema=old, serde=PlainSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=old, serde=PlainSerializer(), inline_primitives=True
+    ) as saver:
         saver.setup()
         row = admin.execute(f'SELECT absent FROM "{old}".tether_checkpoints').fetchone()
         assert row == ([None],)  # unknown
@@ -200,7 +204,7 @@ def test_concurrent_batches_with_the_same_keys_count_each_row_once(pg_dsn: str) 
     import threading
 
     with PostgresSaver.from_conn_string(
-        pg_dsn, schema=fresh_schema(), pool_size=8, serde=PlainSerializer()
+        pg_dsn, schema=fresh_schema(), pool_size=8, serde=PlainSerializer(), inline_primitives=True
     ) as saver:
         saver.setup()
         cfg = saver.put(make_config("t"), checkpoint({"n": 0}, {"n": "1"}), {}, {"n": "1"})

@@ -144,7 +144,7 @@ async def test_killed_mid_put_raises_unavailable_and_the_pool_recovers(
 ) -> None:
     schema = schema_ready
     saver = PostgresSaver.from_conn_string(
-        pg_dsn, schema=schema, pool_size=2, serde=PlainSerializer()
+        pg_dsn, schema=schema, pool_size=2, serde=PlainSerializer(), inline_primitives=True
     )
     async with saver:
         cp = checkpoint(VALUES, VERSIONS)
@@ -187,7 +187,7 @@ async def test_one_lost_connection_is_retried_transparently(
 ) -> None:
     schema = schema_ready
     saver = PostgresSaver.from_conn_string(
-        pg_dsn, schema=schema, pool_size=2, serde=PlainSerializer()
+        pg_dsn, schema=schema, pool_size=2, serde=PlainSerializer(), inline_primitives=True
     )
     async with saver:
         cp = checkpoint(VALUES, VERSIONS)
@@ -211,7 +211,7 @@ async def test_killed_on_a_plain_connection_raises_unavailable(
     """A caller's single connection is not replaced (it is theirs): the error says so."""
     schema = schema_ready
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        saver = PostgresSaver(conn, schema=schema, serde=PlainSerializer())
+        saver = PostgresSaver(conn, schema=schema, serde=PlainSerializer(), inline_primitives=True)
         cp = checkpoint(VALUES, VERSIONS)
         blockers.append(Blocker(pg_dsn, schema, "t", cp["id"]))
         job = Background("sync", _put("sync", saver, cp))
@@ -235,7 +235,12 @@ async def test_statement_timeout_surfaces_as_storage_timeout(
 ) -> None:
     schema = schema_ready
     saver = PostgresSaver.from_conn_string(
-        pg_dsn, schema=schema, pool_size=2, statement_timeout=0.3, serde=PlainSerializer()
+        pg_dsn,
+        schema=schema,
+        pool_size=2,
+        statement_timeout=0.3,
+        serde=PlainSerializer(),
+        inline_primitives=True,
     )
     async with saver:
         cp = checkpoint(VALUES, VERSIONS)
@@ -263,7 +268,12 @@ async def test_a_pool_whose_connections_all_died_recovers_on_the_next_call(
 ) -> None:
     """A server restart kills every pooled connection; the next call still just works."""
     saver = PostgresSaver.from_conn_string(
-        pg_dsn, schema=schema_ready, pool_size=4, min_size=4, serde=PlainSerializer()
+        pg_dsn,
+        schema=schema_ready,
+        pool_size=4,
+        min_size=4,
+        serde=PlainSerializer(),
+        inline_primitives=True,
     )
     async with saver:
         cp = checkpoint(VALUES, VERSIONS)
@@ -329,7 +339,10 @@ def test_a_database_dropped_under_a_pool_names_the_cause(
     admin.execute(f'CREATE DATABASE "{name}"')
     try:
         with PostgresSaver.from_conn_string(
-            _dsn_with_db(pg_dsn, name), pool_timeout=2, serde=PlainSerializer()
+            _dsn_with_db(pg_dsn, name),
+            pool_timeout=2,
+            serde=PlainSerializer(),
+            inline_primitives=True,
         ) as saver:
             saver.setup()
             assert saver.get_tuple(make_config("t")) is None

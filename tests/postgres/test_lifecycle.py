@@ -42,6 +42,7 @@ def _open(pg_dsn: str, app: str, **kwargs: Any) -> PostgresSaver:
         pg_dsn,
         schema=kwargs.pop("schema", None) or fresh_schema(),
         serde=PlainSerializer(),
+        inline_primitives=True,
         connect_kwargs={"application_name": app},
         **kwargs,
     )
@@ -284,7 +285,9 @@ async def test_a_closed_saver_on_a_callers_connection_refuses_and_leaves_it_open
     pg_dsn: str,
 ) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        saver = PostgresSaver(conn, schema=fresh_schema(), serde=PlainSerializer())
+        saver = PostgresSaver(
+            conn, schema=fresh_schema(), serde=PlainSerializer(), inline_primitives=True
+        )
         saver.setup()
         saver.close()
         await _all_refused(saver)

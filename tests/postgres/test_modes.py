@@ -92,7 +92,11 @@ async def test_prepare_threshold_none_prepares_nothing(threshold: int | None, pg
     """``prepare_threshold=None`` overrides a connection set to prepare everything."""
     with psycopg.connect(pg_dsn, autocommit=True, prepare_threshold=0) as conn:
         saver = PostgresSaver(
-            conn, schema=fresh_schema(), serde=PlainSerializer(), prepare_threshold=threshold
+            conn,
+            schema=fresh_schema(),
+            serde=PlainSerializer(),
+            inline_primitives=True,
+            prepare_threshold=threshold,
         )
         saver.setup()
         for _ in range(3):
@@ -194,6 +198,7 @@ async def test_behind_pgbouncer_in_transaction_mode(
         pipeline=pipeline,
         pool_size=4,
         serde=PlainSerializer(),
+        inline_primitives=True,
     )
     async with saver:
         for _ in range(3):  # past psycopg's default threshold of 5 executions per statement
@@ -220,7 +225,15 @@ def test_lease_behind_pgbouncer_excludes_a_second_process(pg_dsn: str, bouncer: 
         return child
 
     def done(child: subprocess.Popen[str]) -> str:
-        out, err = child.communicate(timeout=60)
+        # Not communicate(): it reads the pipe's descriptor, so the lines that
+        # spawn's readline() buffered past "ready" (a quick "busy ...") were lost.
+        assert child.stdin is not None
+        assert child.stdout is not None
+        assert child.stderr is not None
+        child.stdin.close()
+        with child.stdout, child.stderr:
+            out, err = child.stdout.read(), child.stderr.read()
+        child.wait(timeout=60)
         assert child.returncode == 0, err
         return out
 

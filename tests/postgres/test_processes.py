@@ -215,7 +215,9 @@ def test_prune_while_another_process_appends(
     seen: list[str] = []
     reader = threading.Thread(target=lambda: seen.extend(writer.stdout or []))
     try:
-        with PostgresSaver.from_conn_string(dsn, schema=schema, serde=PlainSerializer()) as saver:
+        with PostgresSaver.from_conn_string(
+            dsn, schema=schema, serde=PlainSerializer(), inline_primitives=True
+        ) as saver:
             reader.start()
             rounds = 0
             while rounds < 40 or len(seen) < 200:

@@ -17,7 +17,9 @@ import pytest
 
 from tether import PostgresSaver, make_config
 from tether.backends.postgres._codec import jsonb
+from tether.backends.postgres._history import params as history_params
 from tether.backends.postgres._sql import Statements
+from tether.checkpoint import Address
 
 from .conftest import PlainSerializer, fresh_schema
 from .helpers import chain, checkpoint
@@ -192,6 +194,14 @@ def _queries(sql: Statements) -> dict[str, tuple[str, Any]]:
         "prune: writes sweep": (sql.sweep_writes, threads),
         "prune: blobs sweep": (sql.sweep_blobs, threads),
         "prune delete": (sql.prune_all, threads),
+        "delta history, one channel, by id": (
+            sql.history.text(1, latest=False),
+            history_params(Address("t5", "", "c000040"), ["messages"]),
+        ),
+        "delta history, two channels, latest": (
+            sql.history.text(2, latest=True),
+            history_params(Address("t5"), ["messages", "step"]),
+        ),
     }
 
 
@@ -229,7 +239,9 @@ def counted(pg_dsn: str) -> Iterator[tuple[PostgresSaver, list[str]]]:
     log: list[str] = []
     cursor = type("Cursor", (CountingCursor,), {"log": log})
     with psycopg.connect(pg_dsn, autocommit=True, cursor_factory=cursor) as conn:
-        saver = PostgresSaver(conn, schema=fresh_schema(), serde=PlainSerializer())
+        saver = PostgresSaver(
+            conn, schema=fresh_schema(), serde=PlainSerializer(), inline_primitives=True
+        )
         saver.setup()
         log.clear()
         yield saver, log
@@ -281,7 +293,13 @@ async def test_list_is_one_query_per_page_and_lazy(
     log: list[str] = []
     cursor = type("Cursor", (CountingCursor,), {"log": log})
     with psycopg.connect(pg_dsn, autocommit=True, cursor_factory=cursor) as conn:
-        saver = PostgresSaver(conn, schema=fresh_schema(), serde=PlainSerializer(), page_size=10)
+        saver = PostgresSaver(
+            conn,
+            schema=fresh_schema(),
+            serde=PlainSerializer(),
+            inline_primitives=True,
+            page_size=10,
+        )
         saver.setup()
         configs = await chain("sync", saver, "t", 25)
         for i, cfg in enumerate(configs):
@@ -304,7 +322,7 @@ async def test_list_memory_is_bounded_by_the_page(pg_dsn: str) -> None:
     """Streaming 1,500 checkpoints peaks far below holding them all."""
     schema = fresh_schema()
     with PostgresSaver.from_conn_string(
-        pg_dsn, schema=schema, serde=PlainSerializer(), page_size=50
+        pg_dsn, schema=schema, serde=PlainSerializer(), inline_primitives=True, page_size=50
     ) as saver:
         saver.setup()
         payload = "p" * 2000
@@ -334,7 +352,9 @@ def test_reads_look_blobs_up_by_key_on_a_young_table(pg_dsn: str) -> None:
     thread for each read (a 1,000-step history read 4x slower than LangGraph's).
     """
     schema = fresh_schema()
-    with PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=schema, serde=PlainSerializer(), inline_primitives=True
+    ) as saver:
         saver.setup()
         cfg: Any = make_config("t")
         for i in range(300):
@@ -439,14 +459,16 @@ def test_reads_and_puts_of_a_wide_checkpoint_touch_pages_linearly(pg_dsn: str) -
     buffers for 4x the channels (and growing with the count); now 3.9-4x.
     Counts of buffers, not times: they do not depend on the machine's load.
     """
-    from tether.backends._records import encode_put
+    from tether.backends._records import encode_put, inline_value
     from tether.backends.postgres import _arrays
-    from tether.backends.postgres._codec import inline_value, put_params
+    from tether.backends.postgres._codec import put_params
 
     schema = fresh_schema()
     got: dict[str, list[int]] = {"get_tuple": [], "put (carry-over)": []}
     with (
-        PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as saver,
+        PostgresSaver.from_conn_string(
+            pg_dsn, schema=schema, serde=PlainSerializer(), inline_primitives=True
+        ) as saver,
         psycopg.connect(pg_dsn, autocommit=True) as conn,
     ):
         saver.setup()

@@ -21,7 +21,7 @@ async def test_round_trip_inline_and_blob_values(mode: str, saver: PostgresSaver
     values = {
         "big": "x" * 5000,
         "small": "hi",
-        "n": 10**30,
+        "n": 2**62,  # (PlainSerializer, ormsgpack, packs 64-bit ints only)
         "f": 0.1,
         "huge_f": 1e300,
         "neg0": -0.0,

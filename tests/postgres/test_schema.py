@@ -101,7 +101,9 @@ def test_eight_processes_set_up_one_fresh_schema_at_once(
     assert versions(admin, schema) == list(range(1, _schema.SCHEMA_VERSION + 1))
     assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)
     # and the store works
-    with PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=schema, serde=PlainSerializer(), inline_primitives=True
+    ) as saver:
         saver.setup()
         assert saver.get_tuple(make_config("t")) is None
 
@@ -160,7 +162,9 @@ async def test_a_newer_schema_is_refused_and_left_untouched(
     mode: str, pg_dsn: str, admin: psycopg.Connection[Any]
 ) -> None:
     schema = fresh_schema()
-    with PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=schema, serde=PlainSerializer(), inline_primitives=True
+    ) as saver:
         saver.setup()
         await chain("sync", saver, "t", 2)
     newer = _schema.SCHEMA_VERSION + 1
@@ -185,10 +189,14 @@ async def test_setup_is_idempotent_and_schemas_are_independent(
     pg_dsn: str, admin: psycopg.Connection[Any]
 ) -> None:
     a, b = fresh_schema(), fresh_schema()
-    with PostgresSaver.from_conn_string(pg_dsn, schema=a, serde=PlainSerializer()) as sa:
+    with PostgresSaver.from_conn_string(
+        pg_dsn, schema=a, serde=PlainSerializer(), inline_primitives=True
+    ) as sa:
         sa.setup()
         sa.setup()
-        with PostgresSaver.from_conn_string(pg_dsn, schema=b, serde=PlainSerializer()) as sb:
+        with PostgresSaver.from_conn_string(
+            pg_dsn, schema=b, serde=PlainSerializer(), inline_primitives=True
+        ) as sb:
             sb.setup()
             chain_a = await chain("sync", sa, "t", 2)
             assert sb.get_tuple(make_config("t")) is None

@@ -312,7 +312,9 @@ def test_a_bomb_in_a_real_sqlite_file_is_a_decode_error(tmp_path: Path, where: s
     from tether import SqliteSaver, empty_checkpoint
 
     path = tmp_path / "store.db"
-    with SqliteSaver(path, serde=_BombWriter(nested_ext_bomb(levels=100))) as saver:
+    # inline_primitives=False: the writer's bytes for the string go to a value row
+    bomb = _BombWriter(nested_ext_bomb(levels=100))
+    with SqliteSaver(path, serde=bomb, inline_primitives=False) as saver:
         ckpt = empty_checkpoint()
         ckpt["channel_values"] = {"messages": "BOMB", "ok": "fine"}
         versions = {"messages": saver.get_next_version(None), "ok": saver.get_next_version(None)}

@@ -182,9 +182,10 @@ def test_a_deleted_value_row_is_a_storage_error_naming_it(db_path: Path) -> None
 
 def test_a_put_carrying_over_a_value_its_parent_lost_is_refused(db_path: Path) -> None:
     with SqliteSaver(db_path) as saver:
-        cfg, prev = step(saver, thread("t"), None, {"a": 1, "b": 2})
+        # b is a list: stored in a value row (small primitives stay in the head)
+        cfg, prev = step(saver, thread("t"), None, {"a": 1, "b": [2]})
         with sqlite3.connect(db_path) as conn:
-            conn.execute("DELETE FROM tether_blobs WHERE channel = 'b'")
+            assert conn.execute("DELETE FROM tether_blobs WHERE channel = 'b'").rowcount == 1
         with pytest.raises(StorageError, match=r"channel 'b'.*names is missing"):
             step(saver, cfg, prev, {"a": 3})
     with sqlite3.connect(db_path) as conn:  # nothing was stored

@@ -46,13 +46,15 @@ def _set_version(path: Path, version: int) -> None:
 
 
 # Per old version: the options a store of that version could have been written with.
+# Stores before version 7 kept no value inline in the head.
 _OPTIONS: dict[int, dict[str, Any]] = {
-    1: {"delta_threshold": None, "compress_threshold": None},
-    2: {"delta_threshold": None},
-    3: {},
-    4: {},
-    5: {},
-    6: {},
+    1: {"delta_threshold": None, "compress_threshold": None, "inline_primitives": False},
+    2: {"delta_threshold": None, "inline_primitives": False},
+    3: {"inline_primitives": False},
+    4: {"inline_primitives": False},
+    5: {"inline_primitives": False},
+    6: {"inline_primitives": False},
+    7: {},
 }
 
 
@@ -68,7 +70,7 @@ def _old_store(tmp_path: Path, version: int) -> tuple[Path, list[tuple[Any, ...]
     return old, expected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
 def test_a_populated_store_of_each_version_migrates_with_everything_equal(
     tmp_path: Path, version: int
 ) -> None:
@@ -84,9 +86,10 @@ def test_a_populated_store_of_each_version_migrates_with_everything_equal(
             ).fetchone()[0]
         assert tails > 20
         assert snapshots > 2
-    with sqlite3.connect(old) as conn:  # heads as that version wrote them: not JSON
+    with sqlite3.connect(old) as conn:  # heads as that version wrote them: JSON from 6 on
         table = "tether_checkpoints" if version >= 4 else "checkpoints"
-        assert conn.execute(f"SELECT DISTINCT type FROM {table}").fetchall() == [("msgpack",)]
+        head = "head+json" if version >= 6 else "msgpack"
+        assert conn.execute(f"SELECT DISTINCT type FROM {table}").fetchall() == [(head,)]
     with SqliteSaver(old) as saver:
         assert snapshot(saver) == expected
         # the migrated store takes new puts, tails included, and reads them back

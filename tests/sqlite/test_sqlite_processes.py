@@ -64,7 +64,12 @@ def test_sigkill_never_loses_a_returned_put_nor_shows_a_partial_one(db_path: Pat
         assert first.startswith("put"), proc.stderr.read() if proc.stderr else ""
         time.sleep(rng.uniform(0.0, 0.25))
         os.kill(proc.pid, signal.SIGKILL)
-        rest, _ = proc.communicate(timeout=30)
+        # the file object, not communicate(): it would skip what readline() buffered
+        with proc.stdout:
+            rest = proc.stdout.read()
+        proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
         for line in [first, *rest.splitlines()]:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "put":

@@ -137,8 +137,11 @@ def test_reads_are_index_driven(saver: SqliteSaver) -> None:
 def test_thread_operations_collect_unreferenced_blobs(saver: SqliteSaver) -> None:
     cfg, prev = thread("g"), None
     for i in range(10):
-        # "big" changes every step, "same" only once: 10 + 1 + 10 blobs
-        values = {"big": [i] * 50, "step": i} if i else {"big": [0] * 50, "step": 0, "same": 1}
+        # "big" changes every step, "same" only once: 10 + 1 + 10 blobs (lists:
+        # small primitives would be kept inline in the checkpoint rows)
+        values = (
+            {"big": [i] * 50, "step": [i]} if i else {"big": [0] * 50, "step": [0], "same": [1]}
+        )
         cfg, prev = step(saver, cfg, prev, values, {"source": "loop", "step": i, "run_id": f"r{i}"})
         saver.put_writes(cfg, [("step", i)], f"task-{i}")
     assert saver.stats()["blobs"] == 21
@@ -148,7 +151,7 @@ def test_thread_operations_collect_unreferenced_blobs(saver: SqliteSaver) -> Non
     assert stats["blobs"] == 3 * 2 + 1  # the survivors' big/step, and "same" they still use
     latest = saver.get_tuple(thread("g"))
     assert latest is not None
-    assert latest.checkpoint["channel_values"] == {"big": [9] * 50, "step": 9, "same": 1}
+    assert latest.checkpoint["channel_values"] == {"big": [9] * 50, "step": [9], "same": [1]}
     saver.delete_for_runs(["r9"])
     stats = saver.stats()
     assert (stats["checkpoints"], stats["blobs"], stats["writes"]) == (2, 5, 2)
@@ -158,3 +161,26 @@ def test_thread_operations_collect_unreferenced_blobs(saver: SqliteSaver) -> Non
     assert (stats["checkpoints"], stats["blobs"], stats["writes"]) == (2, 5, 2)
     saver.prune(["h"], strategy="delete")
     assert saver.stats() | {"bytes": 0} == {"checkpoints": 0, "blobs": 0, "writes": 0, "bytes": 0}
+
+
+def test_small_values_live_in_the_rows_through_thread_operations(saver: SqliteSaver) -> None:
+    cfg, prev = thread("g"), None
+    for i in range(10):
+        # "step" and "same" are small primitives, kept in the checkpoint rows;
+        # "same" is put once and carried over by every later put
+        values = {"big": [i] * 50, "step": i} if i else {"big": [0] * 50, "step": 0, "same": "x"}
+        cfg, prev = step(saver, cfg, prev, values, {"source": "loop", "step": i, "run_id": f"r{i}"})
+    assert saver.stats()["blobs"] == 10
+    expected = {"big": [9] * 50, "step": 9, "same": "x"}
+    saver.prune(["g"], strategy="keep_last", keep=3)  # the row that put "same" is gone
+    assert saver.stats()["blobs"] == 3
+    latest = saver.get_tuple(thread("g"))
+    assert latest is not None
+    assert latest.checkpoint["channel_values"] == expected
+    cfg, prev = step(saver, latest.config, latest.checkpoint, {"step": 10})
+    assert saver.get_tuple(cfg).checkpoint["channel_values"] == {**expected, "step": 10}  # type: ignore[union-attr]
+    saver.copy_thread("g", "h")
+    saver.delete_thread("g")
+    copied = saver.get_tuple(thread("h"))
+    assert copied is not None
+    assert copied.checkpoint["channel_values"] == {**expected, "step": 10}

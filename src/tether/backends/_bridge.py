@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.checkpoint import (
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -73,6 +74,9 @@ class _SyncMethods:
             task_path: str = "",
         ) -> None: ...
         def get_writes(self, config: Config) -> builtins.list[StoredWrite]: ...
+        def delta_history(
+            self, config: Config, channels: Sequence[str]
+        ) -> Mapping[str, ChannelHistory] | None: ...
         def delete_thread(self, thread_id: str) -> None: ...
         def delete_for_runs(self, run_ids: Sequence[str]) -> None: ...
         def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None: ...
@@ -104,6 +108,11 @@ class InlineAsyncMixin(_SyncMethods):
 
     async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
         return self.get_writes(config)
+
+    async def adelta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        return self.delta_history(config, channels)
 
     async def alist(
         self,
@@ -195,6 +204,11 @@ class ThreadedAsyncMixin(_SyncMethods):
 
     async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
         return await asyncio.to_thread(self.get_writes, config)
+
+    async def adelta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        return await asyncio.to_thread(self.delta_history, config, channels)
 
     async def alist(
         self,

@@ -31,13 +31,20 @@ there that is one round trip; the records are the same.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import msgspec
 
-from tether.backends._delta import AppendTracker, Row, join_append, supports
+from tether.backends._delta import (
+    AppendTracker,
+    Row,
+    join_append,
+    supports,
+)
+from tether.backends._pages import RUN, DecodeMemo, extend_run, part
 from tether.backends._payload import ENCODING_PLAIN, BlobCodec
 from tether.backends._payload import where as _where
 from tether.checkpoint import (
@@ -67,7 +74,6 @@ from tether.serde.base import SerializerProtocol
 __all__ = [
     "HEAD_JSON",
     "BlobKey",
-    "DecodeMemo",
     "Fallback",
     "PutPlan",
     "StoredValue",
@@ -76,6 +82,8 @@ __all__ = [
     "assemble",
     "check_carried",
     "decode_head",
+    "decode_stored",
+    "decode_values",
     "decode_writes",
     "encode_put",
     "encode_writes",
@@ -84,8 +92,6 @@ __all__ = [
 StoredValue: TypeAlias = tuple[str, int, bytes | None, str | None]
 """``(type, encoding, payload, base)`` of a value as read back (``base``: see _delta)."""
 
-DecodeMemo: TypeAlias = dict[tuple[str, str, str, str], Any]
-"""Snapshots decoded while building one page of tuples, by value key."""
 
 BlobKey: TypeAlias = tuple[str, str, str, str]
 """``(thread_id, checkpoint_ns, channel, version)``: the key of a stored value."""
@@ -99,6 +105,71 @@ HEAD_JSON = "head+json"
 
 _MISSING: Any = object()
 _encode_json = msgspec.json.encode
+
+
+# --- values kept in the head --------------------------------------------------------------
+
+#: Strings up to this length may be kept inline in the checkpoint head; longer
+#: ones go to value records, where an unchanged value is stored once, not per step.
+INLINE_MAX_CHARS = 256
+
+
+def inline_value(value: Any) -> bool:
+    """Whether a channel value survives the head's JSON exactly (type included).
+
+    One rule for every backend that inlines (Postgres's JSONB, SQLite's JSON
+    text), so a value is kept the same way wherever a thread is copied to.
+    """
+    kind = type(value)
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(-(2**63) <= value < 2**63)  # what SQLite's JSON functions read exactly
+    if kind is str:
+        return len(value) <= INLINE_MAX_CHARS and "\x00" not in value
+    if kind is float:
+        # JSONB stores numerics as decimals: 1e16 would come back as an int and
+        # -0.0 as 0.0, so only plain positional floats stay inline.
+        return (
+            math.isfinite(value)
+            and "e" not in repr(value)
+            and not (value == 0 and math.copysign(1.0, value) < 0)
+        )
+    return False
+
+
+def inline_rule(serde: object, inline_primitives: bool | None) -> Callable[[Any], bool] | None:
+    """A saver's ``inline=`` for :func:`encode_put` from its ``inline_primitives`` option.
+
+    ``None`` (the default): inline only under tether's own MessagePack
+    serializer. Values kept inline never pass through the serializer, so a
+    serializer of the user's own (one that encrypts, say) sees every value.
+    """
+    if inline_primitives is None:
+        inline_primitives = supports(serde)
+    return inline_value if inline_primitives else None
+
+
+def head_inline(head_type: str, head: bytes | str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(channel_versions, inline values)`` of a stored head (nothing for a non-JSON head)."""
+    if head_type != HEAD_JSON:
+        return {}, {}
+    decoded = msgspec.json.decode(head)
+    if type(decoded) is not dict:
+        return {}, {}
+    versions = decoded.get("channel_versions")
+    values = decoded.get("channel_values")
+    return (
+        versions if type(versions) is dict else {},
+        values if type(values) is dict else {},
+    )
+
+
+def with_inline(head: tuple[str, bytes], values: Mapping[str, Any]) -> tuple[str, bytes]:
+    """A planned head with ``values`` (carried over from storage) added to its inline values."""
+    decoded = msgspec.json.decode(head[1])
+    decoded["channel_values"] = {**values, **(decoded.get("channel_values") or {})}
+    return head[0], _encode_json(decoded)
 
 
 # --- what a put stores ---------------------------------------------------------------------
@@ -396,6 +467,134 @@ def decode_head(
         ) from exc
 
 
+def decode_stored(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    address: Address,
+    tag: str,
+    encoding: int,
+    payload: bytes | None,
+    channel: str,
+    task_id: str | None = None,
+) -> Any:
+    """One stored value or write, decoded; a failure names thread, namespace,
+    checkpoint, channel (and task)."""
+    # The common case (plain bytes) goes straight to the serializer; the
+    # error path still names thread, namespace, checkpoint and channel.
+    if encoding == ENCODING_PLAIN and type(payload) is bytes:
+        try:
+            return serde.loads_typed((tag, payload))
+        except DecodeError:
+            pass  # decode again below, where the error gets its context
+    return codec.decode(
+        serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
+    )
+
+
+def decode_values(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    *,
+    address: Address,
+    versions: Mapping[str, str],
+    blobs: Mapping[BlobKey, StoredValue],
+    values: dict[str, Any],
+    memo: DecodeMemo | None = None,
+    appends: AppendTracker | None = None,
+    unstored: Collection[str] | None = (),
+) -> dict[str, Any]:
+    """A checkpoint's channel values: ``values`` (those kept inline, returned with
+    the others added) and the stored value of every other channel of ``versions``.
+
+    The arguments are :func:`assemble`'s. A channel stored as empty is left
+    out; one without a stored value is left out when ``unstored`` names it
+    (or is ``None``) and is damage otherwise.
+
+    Raises:
+        StorageError: a value, or the snapshot an append tail extends, is missing.
+        DecodeError: a stored value cannot be decoded (thread, namespace,
+            checkpoint and channel named).
+    """
+    tid, ns = address.thread_id, address.checkpoint_ns
+    for channel, version in versions.items():
+        if channel in values:
+            continue  # kept inline
+        blob = blobs.get((tid, ns, channel, version))
+        if blob is None:
+            if unstored is None or channel in unstored:
+                continue  # never stored: absent, as the put was given it
+            raise lost_value(address, channel, version)
+        if blob[0] == EMPTY_TAG:
+            continue
+        base = blob[3]
+        if base is None:
+            values[channel] = decode_stored(serde, codec, address, *blob[:3], channel)
+            continue
+        key = (tid, ns, channel, base)
+        found = memo.get(key, _MISSING) if memo is not None else _MISSING
+        if found is _MISSING:
+            stored = blobs.get(key)
+            if stored is None:
+                raise StorageError(
+                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
+                    "extends is missing; the store is damaged"
+                )
+            plain = None
+            if appends is not None and stored[1] != ENCODING_PLAIN:
+                plain = appends.known((tid, ns, channel), base)
+            if memo is None:
+                if plain is not None:
+                    snapshot = decode_stored(
+                        serde, codec, address, stored[0], ENCODING_PLAIN, plain, channel
+                    )
+                else:
+                    snapshot = decode_stored(serde, codec, address, *stored[:3], channel)
+                tail = decode_stored(serde, codec, address, *blob[:3], channel)
+                values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+                continue
+            data = plain if plain is not None else _bytes_of(codec, address, stored, channel)
+            found = part(
+                memo,
+                (tid, ns, channel, RUN),
+                data,
+                None,
+                _plain(serde, codec, address, stored[0], channel),
+            )
+            memo[key] = found
+        assert memo is not None
+        # A listing: the elements of a growing list are shared (_pages).
+        run_key = (tid, ns, channel, RUN)
+        data = _bytes_of(codec, address, blob, channel)
+        tail_part = part(
+            memo, run_key, data, found, _plain(serde, codec, address, blob[0], channel)
+        )
+        values[channel] = join_append(
+            found.items, tail_part.items, where=_where(address, channel, None)
+        )
+        extend_run(memo, run_key, found, tail_part)
+    return values
+
+
+def _bytes_of(codec: BlobCodec, address: Address, stored: StoredValue, channel: str) -> bytes:
+    """A stored value's serializer bytes (its checksum checked, decompressed)."""
+    return codec.decode_bytes(stored[1], stored[2], where=lambda: _where(address, channel, None))
+
+
+def _plain(
+    serde: SerializerProtocol, codec: BlobCodec, address: Address, tag: str, channel: str
+) -> Callable[[bytes], Any]:
+    """Decoding of a value's plain bytes, errors named as :func:`_decode` names them."""
+    return lambda data: decode_stored(serde, codec, address, tag, ENCODING_PLAIN, data, channel)
+
+
+def lost_value(address: Address, channel: str, version: str) -> StorageError:
+    return StorageError(
+        f"the value {_where(address, channel, None)} at version {version!r} is "
+        "missing: the checkpoint names it and its row is gone; the store is damaged "
+        "(restore it from a backup)"
+    )
+
+
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -459,65 +658,24 @@ def assemble(
     if versions is None:
         stored = checkpoint.get("channel_versions") or {}
         versions = {str(k): str(v) for k, v in stored.items()}
-    loads = serde.loads_typed
-
-    def value(
-        tag: str, encoding: int, payload: bytes | None, channel: str, task_id: str | None
-    ) -> Any:
-        # The common case (plain bytes) goes straight to the serializer; the
-        # error path still names thread, namespace, checkpoint and channel.
-        if encoding == ENCODING_PLAIN and type(payload) is bytes:
-            try:
-                return loads((tag, payload))
-            except DecodeError:
-                pass  # decode again below, where the error gets its context
-        return codec.decode(
-            serde, tag, encoding, payload, address=address, channel=channel, task_id=task_id
-        )
-
-    values: dict[str, Any] = checkpoint.get("channel_values") or {}
-    tid, ns = address.thread_id, address.checkpoint_ns
-    for channel, version in versions.items():
-        if channel in values:
-            continue  # kept inline
-        blob = blobs.get((tid, ns, channel, version))
-        if blob is None:
-            if unstored is None or channel in unstored:
-                continue  # never stored: absent, as the put was given it
-            raise StorageError(
-                f"the value {_where(address, channel, None)} at version {version!r} is "
-                "missing: the checkpoint names it and its row is gone; the store is damaged "
-                "(restore it from a backup)"
-            )
-        if blob[0] == EMPTY_TAG:
-            continue
-        base = blob[3]
-        if base is None:
-            values[channel] = value(blob[0], blob[1], blob[2], channel, None)
-            continue
-        key = (tid, ns, channel, base)
-        snapshot = memo.get(key, _MISSING) if memo is not None else _MISSING
-        if snapshot is _MISSING:
-            stored = blobs.get(key)
-            if stored is None:
-                raise StorageError(
-                    f"the snapshot {base!r} that value {_where(address, channel, None)} "
-                    "extends is missing; the store is damaged"
-                )
-            plain = None
-            if appends is not None and stored[1] != ENCODING_PLAIN:
-                plain = appends.known((tid, ns, channel), base)
-            if plain is not None:
-                snapshot = value(stored[0], ENCODING_PLAIN, plain, channel, None)
-            else:
-                snapshot = value(stored[0], stored[1], stored[2], channel, None)
-            if memo is not None:
-                memo[key] = snapshot
-        tail = value(blob[0], blob[1], blob[2], channel, None)
-        values[channel] = join_append(snapshot, tail, where=_where(address, channel, None))
+    values = decode_values(
+        serde,
+        codec,
+        address=address,
+        versions=versions,
+        blobs=blobs,
+        values=checkpoint.get("channel_values") or {},
+        memo=memo,
+        appends=appends,
+        unstored=unstored,
+    )
     checkpoint["channel_values"] = values
     pending: list[PendingWrite] = [
-        (w.task_id, w.channel, value(w.type, w.encoding, w.value, w.channel, w.task_id))
+        (
+            w.task_id,
+            w.channel,
+            decode_stored(serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id),
+        )
         for w in writes
     ]
     parent = address.with_id(parent_id).to_config() if parent_id else None

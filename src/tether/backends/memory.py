@@ -30,17 +30,17 @@ Speed is not a goal here (#14): the persistent backends are measured in
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether._status import state_of
 from tether.backends._bridge import InlineAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._payload import BlobCodec
 from tether.backends._records import (
     BlobKey,
-    DecodeMemo,
     PutPlan,
     StoredValue,
     WriteRecord,
@@ -64,9 +64,15 @@ from tether.backends._threads import (
     user_metadata,
     write_bytes,
 )
+from tether.backends._walk import (
+    Ancestor,
+    delta_history,
+    walk_delta,
+)
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -129,8 +135,27 @@ class _Namespace:
                 out[(tid, ns, channel, base)] = self.blobs[(channel, base)]
         return out
 
+    def value_of(self, tid: str, ns: str, channel: str, version: str) -> dict[BlobKey, StoredValue]:
+        """One stored value, with the snapshot it extends (as ``values_of``)."""
+        out: dict[BlobKey, StoredValue] = {}
+        blob = self.blobs.get((channel, version))
+        if blob is not None:
+            out[(tid, ns, channel, version)] = blob
+            base = blob[3]
+            if base is not None and (channel, base) in self.blobs:
+                out[(tid, ns, channel, base)] = self.blobs[(channel, base)]
+        return out
+
     def sorted_writes(self, cid: str) -> list[WriteRecord]:
         return sorted(self.writes.get(cid, {}).values(), key=lambda w: w.order)
+
+    def ancestor(self, cid: str, channels: Collection[str]) -> Ancestor | None:
+        """A checkpoint as the DeltaChannel walk sees it, with its writes to ``channels``."""
+        record = self.checkpoints.get(cid)
+        if record is None:
+            return None
+        writes = [w for w in self.sorted_writes(cid) if w.channel in channels]
+        return Ancestor(cid, record.parent_id, record.versions, {}, record.unstored, writes)
 
     def collect_blobs(self) -> None:
         """Drop the values no remaining checkpoint names, nor extends (one level)."""
@@ -230,6 +255,35 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             read = self._read(addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
         return None if read is None else self._assemble(read)
 
+    def delta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory]:
+        """A plain walk of the dictionaries (:func:`~tether.backends._walk.walk_delta`)."""
+        target = Address.from_config(config, bounded=False)
+        tid, ns_name = target.thread_id, target.checkpoint_ns
+        wanted = set(channels)
+        with self._lock:
+            ns = self._threads.get(tid, {}).get(ns_name)
+            cid = target.checkpoint_id
+            if ns is not None and cid is None:
+                cid = ns.latest()
+            record = ns.checkpoints.get(cid) if ns is not None and cid is not None else None
+            if ns is None or record is None:
+                return {c: {"writes": []} for c in channels}
+            walk = walk_delta(
+                target.with_id(cid),
+                record.parent_id,
+                channels,
+                lambda checkpoint_id: ns.ancestor(checkpoint_id, wanted),
+                lambda channel, version: ns.blobs.get((channel, version)),
+            )
+            # the seeds' records, with the snapshots they extend: decoded after the lock
+            seeds: dict[BlobKey, StoredValue] = {}
+            for channel, (_, version) in walk.seeds.items():
+                if version is not None:
+                    seeds.update(ns.value_of(tid, ns_name, channel, version))
+        return delta_history(self.serde, self._codec, walk, seeds)
+
     def get_writes(self, config: Config) -> list[StoredWrite]:
         addr = checkpoint_address(config, "get_writes")
         assert addr.checkpoint_id is not None
@@ -276,9 +330,11 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         keys.sort(reverse=True)  # newest first, as every backend (S2.4)
         if limit is not None:
             keys = keys[:limit]
-        # Snapshots of append-encoded lists are decoded once per group of tuples.
+        # Snapshots of append-encoded lists are decoded once per group of
+        # tuples, a growing list's elements shared (records.page_memo).
+        memo: DecodeMemo = {}
         for start in range(0, len(keys), GROUP):
-            memo: DecodeMemo = {}
+            memo = page_memo(memo)
             for cid, tid, ns_name in keys[start : start + GROUP]:
                 with self._lock:
                     read = self._read(tid, ns_name, cid)

@@ -10,7 +10,7 @@ string after each is the sync method's docstring.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 
 from tether import base as tether_base
@@ -39,6 +40,25 @@ class _Adapter(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = self.saver.get_tuple(config)
         return to_langgraph(tup) if tup is not None else None
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """The writes and seeds that ``DeltaChannel`` values are rebuilt from, in one query.
+
+        LangGraph's default walks ``get_tuple`` once per ancestor; tether's
+        backends answer the walk in one round trip (the official savers'
+        override does it in two). The result is the default's, except that a
+        parent missing from the walk (a prune that knew nothing of the graph
+        cut the chain) raises ``StorageError`` instead of reading the channel
+        back short.
+        """
+        if not channels:
+            return {}
+        found = self.saver.delta_history(config, channels)
+        if found is None:  # a backend without a one-query walk
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return found
 
     def list(
         self,

@@ -62,6 +62,47 @@ class HistoryContract:
         first.checkpoint["channel_values"]["history"][0]["content"] = "edited"
         await line.check()
 
+    async def test_listings_read_every_history_as_put(self, driver: Driver) -> None:
+        # A listing shares the decoded elements of a growing list between the
+        # tuples that hold the same bytes (across pages too); branches that
+        # differ, edits, shrinking and other threads' lists must still read
+        # back exactly as put, whatever order the listing meets them in.
+        line = Line(driver, "t")
+        await grow(line, 70)
+        left, right = line.fork(line.configs[40]), line.fork(line.configs[40])
+        for _ in range(10):
+            await grow(left, 1, "left-")
+            await grow(right, 1, "right-")
+        edited = copy.deepcopy(line.values["history"])
+        edited[3] = message(3, "edited-")
+        await line.step({"history": edited})
+        await grow(line, 4)
+        await line.step({"history": line.values["history"][:30]})
+        await grow(line, 3)
+        sub = Line(driver, "t", "child:1")
+        await grow(sub, 50)
+        other = Line(driver, "u")
+        await grow(other, 60)  # the same message bytes as t's first 60
+        expected = {
+            (branch.thread_id, branch.ns, at): values
+            for branch in (line, left, right, sub, other)
+            for at, values in branch.expected.items()
+        }
+        listed = await driver.list(None)
+        got = {
+            (
+                t.config["configurable"]["thread_id"],
+                t.config["configurable"]["checkpoint_ns"],
+                cid(t.config),
+            ): t.checkpoint["channel_values"]
+            for t in listed
+        }
+        assert len(listed) == len(got) == len(expected)
+        assert got == expected
+        for tup in await driver.list(make_config("t")):
+            key = ("t", tup.config["configurable"]["checkpoint_ns"], cid(tup.config))
+            assert tup.checkpoint["channel_values"] == expected[key]
+
     async def test_history_edited_shrunk_and_restarted(self, driver: Driver) -> None:
         line = Line(driver, "t")
         await grow(line, 25)

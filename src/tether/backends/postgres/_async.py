@@ -41,7 +41,13 @@ from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from tether.backends._delta import AppendTracker
-from tether.backends._records import DecodeMemo, decode_writes, encode_put, encode_writes
+from tether.backends._pages import DecodeMemo, page_memo
+from tether.backends._records import (
+    decode_writes,
+    encode_put,
+    encode_writes,
+    inline_value,
+)
 from tether.backends._sqlbase import BlobCodec
 from tether.backends._threads import (
     IndexPut,
@@ -54,11 +60,16 @@ from tether.backends._threads import (
     user_metadata,
     write_bytes,
 )
+from tether.backends._walk import (
+    delta_history,
+    walk_delta,
+    walked_channels,
+)
 from tether.backends.postgres import _arrays as arrays
+from tether.backends.postgres import _history as history
 from tether.backends.postgres import _schema
 from tether.backends.postgres._codec import (
     decode_row,
-    inline_value,
     jsonb,
     put_params,
     write_params,
@@ -76,6 +87,7 @@ from tether.backends.postgres._leases import (
 from tether.backends.postgres._sql import Statements
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -334,6 +346,33 @@ class _AsyncPostgresCore:
         rows = await self._fetchall(f"get_tuple of thread {addr.thread_id!r}", query, params)
         return decode_row(serde, self._codec, rows[0], None, self._appends) if rows else None
 
+    async def adelta_history(
+        self, serde: SerializerProtocol, config: Config, channels: Sequence[str]
+    ) -> dict[str, ChannelHistory] | None:
+        """LangGraph's ``get_delta_channel_history`` in one statement (see ``_history``)."""
+        target = Address.from_config(config, bounded=False)
+        names = walked_channels(channels)
+        if not names:
+            return names if names is None else {}
+        query = self._sql.history.text(len(names), target.checkpoint_id is None)
+        rows = await self._fetchall(
+            f"get_delta_channel_history of thread {target.thread_id!r}",
+            query,
+            history.params(target, names),
+        )
+        walked = history.Walked(rows, target, names)
+        if walked.target is None:
+            return {c: {"writes": []} for c in names}
+        cid, parent = walked.target
+        walk = walk_delta(
+            target.with_id(cid),
+            parent,
+            names,
+            walked.ancestors.get,
+            lambda channel, version: walked.stored.get((channel, version)),
+        )
+        return delta_history(serde, self._codec, walk, walked.blobs, self._appends)
+
     async def aget_writes(self, serde: SerializerProtocol, config: Config) -> list[StoredWrite]:
         addr = checkpoint_address(config, "get_writes")
         rows = await self._fetchall(
@@ -379,6 +418,7 @@ class _AsyncPostgresCore:
             return
         after: tuple[str, str, str] | None = None
         produced = 0
+        memo: DecodeMemo = {}
         what = f"list of thread {addr.thread_id!r}" if addr else "list of every thread"
         while True:
             page = self._page if limit is None else min(self._page, limit - produced)
@@ -392,9 +432,10 @@ class _AsyncPostgresCore:
                 jsonb=jsonb,
             )
             rows = await self._fetchall(what, q.text, q.params)
-            # Snapshots of append-encoded lists: decoded once per page, their
-            # elements shared by the page's tuples (each gets its own list).
-            memo: DecodeMemo = {}
+            # Snapshots of append-encoded lists: decoded once per page; a
+            # growing list's elements are shared by the tuples that hold them
+            # (each gets its own list; records.page_memo).
+            memo = page_memo(memo)
             for row in rows:
                 yield decode_row(serde, self._codec, row, memo, self._appends)
             produced += len(rows)

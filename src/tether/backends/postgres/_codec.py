@@ -3,13 +3,12 @@
 What a put or write stores, and how stored records become a tuple, is
 :mod:`tether.backends._records`, shared by every backend; this module only
 lays records out as the statements of :mod:`._sql` take and return them
-(parallel binary arrays, JSONB), and says which values stay inline in the
-JSONB head (:func:`inline_value`).
+(parallel binary arrays, JSONB). Which values stay inline in the JSONB head
+is the shared rule :func:`tether.backends._records.inline_value`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -17,9 +16,9 @@ from typing import Any, cast
 from psycopg.types.json import Jsonb
 
 from tether.backends._delta import AppendTracker
+from tether.backends._pages import DecodeMemo
 from tether.backends._records import (
     BlobKey,
-    DecodeMemo,
     PutPlan,
     StoredValue,
     ValueRecord,
@@ -33,18 +32,12 @@ from tether.contract import dumps_json
 from tether.serde.base import SerializerProtocol
 
 __all__ = [
-    "INLINE_MAX_CHARS",
     "decode_row",
-    "inline_value",
     "jsonb",
     "put_params",
     "write_params",
     "write_records",
 ]
-
-#: Strings up to this length are kept inline in the checkpoint row; longer
-#: ones go to blobs, where an unchanged value is stored once, not per step.
-INLINE_MAX_CHARS = 256
 
 
 def metadata_json(meta: dict[str, Any]) -> str:
@@ -92,24 +85,6 @@ def _write_json(value: Any, out: list[str]) -> None:
 def jsonb(value: Any) -> Jsonb:
     """A JSONB parameter, dumped compactly."""
     return Jsonb(value, dumps=dumps_json)
-
-
-def inline_value(value: Any) -> bool:
-    """Whether a channel value survives a JSONB round trip exactly (type included)."""
-    kind = type(value)
-    if value is None or kind is bool or kind is int:
-        return True
-    if kind is str:
-        return len(value) <= INLINE_MAX_CHARS and "\x00" not in value
-    if kind is float:
-        # JSONB stores numerics as decimals: 1e16 would come back as an int and
-        # -0.0 as 0.0, so only plain positional floats stay inline.
-        return (
-            math.isfinite(value)
-            and "e" not in repr(value)
-            and not (value == 0 and math.copysign(1.0, value) < 0)
-        )
-    return False
 
 
 def put_params(plan: PutPlan, values: Sequence[ValueRecord]) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
+from tether.backends._records import inline_rule
 from tether.backends._sqlbase import BlobCodec
 from tether.backends._threads import check_threads_args
 from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
@@ -76,6 +77,7 @@ from tether.backends.postgres._urls import (
 )
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -197,8 +199,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             server-side prepared statements (PgBouncer in transaction mode).
             By default the connection's own setting is kept.
         inline_primitives: keep small str/int/float/bool/None channel values in
-            the checkpoint row instead of blobs. Turn off with an encrypting
-            serializer: inline values bypass it.
+            the checkpoint row instead of blobs. ``None`` (default): when the
+            serializer is tether's MessagePack one; inline values never pass
+            through the serializer, so one of your own (that encrypts, say)
+            sees every value unless this is ``True``.
         page_size: checkpoints per query when listing (memory stays bounded by it).
         compress_threshold: values serialized to at least this many bytes are
             stored zstd-compressed (level 1); ``None`` stores all plain.
@@ -272,7 +276,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         schema: str = "public",
         pipeline: bool = False,
         prepare_threshold: int | None = _UNSET,
-        inline_primitives: bool = True,
+        inline_primitives: bool | None = None,
         page_size: int = 100,
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
@@ -293,7 +297,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             "statements": self._statements,
             "pipeline": bool(pipeline),
             "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
-            "inline": bool(inline_primitives),
+            "inline": inline_rule(self.serde, inline_primitives) is not None,
             "page_size": page_size,
             "codec": BlobCodec(
                 compress_threshold=compress_threshold, max_value_size=max_value_size
@@ -330,7 +334,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         pipeline: bool = False,
         schema: str | None = None,
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
-        inline_primitives: bool = True,
+        inline_primitives: bool | None = None,
         page_size: int = 100,
         compress_threshold: int | None = 2048,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
@@ -703,6 +707,12 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     def get_writes(self, config: Config) -> builtins.list[StoredWrite]:
         return self._sync_core().get_writes(self.serde, config)
 
+    def delta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        """One statement, a recursive walk of the parent links (:mod:`._history`)."""
+        return self._sync_core().delta_history(self.serde, config, channels)
+
     def delete_thread(self, thread_id: str) -> None:
         self._sync_core().delete_thread(thread_id)
 
@@ -752,6 +762,14 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if core is None:
             return await super().aget_writes(config)
         return await core.aget_writes(self.serde, config)
+
+    async def adelta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        core = await self._aio_core()
+        if core is None:
+            return await super().adelta_history(config, channels)
+        return await core.adelta_history(self.serde, config, channels)
 
     def alist(
         self,

@@ -26,6 +26,7 @@ from typing import Any
 from tether._status import CONTROL_WRITES
 from tether.backends._threads import ThreadQuery
 from tether.backends.postgres import _schema
+from tether.backends.postgres._history import HistoryStatements
 from tether.checkpoint import ERROR, INTERRUPT
 from tether.contract import EMPTY_TAG
 from tether.errors import ConfigError
@@ -149,6 +150,8 @@ class Statements:
         self.counts = f"{q}.{_schema.WRITE_COUNTS_TABLE}"
         self.threads = f"{q}.{_schema.THREADS_TABLE}"
         self._joins = _read_joins(self.blobs, self.writes)
+        #: LangGraph's get_delta_channel_history, one statement (see _history).
+        self.history = HistoryStatements(self.checkpoints, self.blobs, self.writes, self.counts)
 
         self.get_by_id = self._read(
             "c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"
@@ -252,7 +255,7 @@ UNION ALL
 SELECT %(thread_id)s, %(ns)s, %(checkpoint_id)s, %(parent_id)s,
     jsonb_set(head.cp, '{{channel_values}}', coalesce(
         (SELECT jsonb_object_agg(f.key, f.value) FROM found f WHERE f.value IS NOT NULL),
-        '{{}}'::jsonb) || (head.cp -> 'channel_values')),
+        '{{}}'::jsonb) || coalesce(head.cp -> 'channel_values', '{{}}'::jsonb)),
     %(metadata)s::jsonb,
     (SELECT array_agg(f.key) FROM found f WHERE f.value IS NULL)
 FROM head{gate}

@@ -11,13 +11,14 @@ the whole database unusable.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from tether.backends._sqlbase import check_write_count as _check_count
 from tether.backends._sqlbase import row_checksum, value_checksum, write_checksum
 from tether.backends.sqlite._sql import BAD_JSON_ANYWHERE, BAD_JSON_IN_THREAD
 from tether.checkpoint import Address
+from tether.contract import loads_json
 from tether.errors import DecodeError, StorageError, TetherError
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "check_write_row",
     "find_bad_json",
     "row_name",
+    "row_unstored",
 ]
 
 
@@ -56,6 +58,28 @@ def check_row(row: Sequence[Any], where: str) -> None:
             f"{row_name(row)} in {where} does not match its checksum: the row is damaged. "
             "Restore the row (or the file) from a backup"
         )
+
+
+def row_unstored(row: Sequence[Any]) -> Collection[str] | None:
+    """The channels a checkpoint row (``CHECKPOINT_COLUMNS``) says its put stored no value
+    for; ``None`` for a row from before schema version 4 (its put recorded nothing).
+
+    Raises:
+        StorageError: the column is not a JSON list (the row is damaged).
+    """
+    if row[8] is None:
+        return None
+    if row[9] is None:
+        return ()
+    try:
+        names = loads_json(row[9])
+    except ValueError:
+        names = None
+    if not isinstance(names, list):
+        raise StorageError(
+            f"{row_name(row)}: its unstored column is not a JSON list; the row is damaged"
+        )
+    return [str(n) for n in names]
 
 
 def check_value_row(row: Sequence[Any], where: str) -> None:

@@ -57,15 +57,15 @@ import json
 import os
 import shlex
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
+from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._records import (
     BlobKey,
-    DecodeMemo,
     PutPlan,
     StoredValue,
     ValueRecord,
@@ -75,6 +75,9 @@ from tether.backends._records import (
     decode_writes,
     encode_put,
     encode_writes,
+    head_inline,
+    inline_rule,
+    with_inline,
 )
 from tether.backends._sqlbase import (
     BlobCodec,
@@ -92,6 +95,12 @@ from tether.backends._threads import (
     plan_index,
     write_bytes,
 )
+from tether.backends._walk import (
+    delta_history,
+    walk_delta,
+    walked_channels,
+)
+from tether.backends.sqlite import _history as history
 from tether.backends.sqlite import _index
 from tether.backends.sqlite._conn import (
     MEMORY,
@@ -106,6 +115,7 @@ from tether.backends.sqlite._rows import (
     check_write_count,
     check_write_row,
     find_bad_json,
+    row_unstored,
 )
 from tether.backends.sqlite._schema import (
     IMPORT_KEY,
@@ -117,7 +127,7 @@ from tether.backends.sqlite._schema import (
     file_state,
 )
 from tether.backends.sqlite._sql import (
-    CARRIED_STATE,
+    CARRIED_STORED,
     COLLECT_BLOBS,
     COLLECT_WRITES,
     COPY_BLOBS,
@@ -132,6 +142,7 @@ from tether.backends.sqlite._sql import (
     INDEX_PUT,
     INDEX_TO_REBUILD,
     INDEX_WRITES,
+    INLINE_AT,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
     INSERT_WRITE_IGNORE,
@@ -144,6 +155,7 @@ from tether.backends.sqlite._sql import (
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
+    ChannelHistory,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -152,6 +164,7 @@ from tether.checkpoint import (
     StoredWrite,
 )
 from tether.contract import (
+    EMPTY_TAG,
     check_list_args,
     check_prune,
     check_thread_id,
@@ -161,7 +174,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
-from tether.errors import ConfigError, StorageError
+from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
 from tether.threads import ThreadOrder, ThreadPage
@@ -277,6 +290,13 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             :class:`~tether.errors.EncodeError` on write, and a stored one that
             declares more (a tampered compressed value) a
             :class:`~tether.errors.StorageError` on read.
+        inline_primitives: keep small str/int/float/bool/None channel values
+            (:func:`~tether.backends._records.inline_value`) in the checkpoint
+            row's JSON head instead of a value row each, as the Postgres saver
+            does: a small state is one row. ``None`` (default): when the
+            serializer is tether's MessagePack one; inline values never pass
+            through the serializer, so one of your own (that encrypts, say)
+            sees every value unless this is ``True``.
 
     Raises:
         ConfigError: official tables to import (see ``import_official``), or
@@ -302,6 +322,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         read_only: bool = False,
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
+        inline_primitives: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
         if import_official is not None and not isinstance(import_official, bool):
@@ -311,6 +332,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if read_only is True and import_official:
             raise ConfigError("import_official=True writes to the file; it needs read_only=False")
         self.codec = BlobCodec(compress_threshold=compress_threshold, max_value_size=max_value_size)
+        self._inline = inline_rule(self.serde, inline_primitives)
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
@@ -508,15 +530,51 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     def _query(self, sql: str, args: Sequence[Any], threads: Sequence[str] | None) -> _List[_Raw]:
         """Run one read statement (its own snapshot) and split its rows."""
+        return _split(self._fetch(sql, args, threads), self._conns.where)
+
+    def _fetch(
+        self, sql: str, args: Sequence[Any], threads: Sequence[str] | None
+    ) -> _List[Sequence[Any]]:
+        """The rows of one read statement (its own snapshot)."""
         where = self._conns.where
         with self._conns.connection() as conn:
             try:
                 with translate_errors(where):
-                    rows = conn.execute(sql, args).fetchall()
+                    rows: _List[Sequence[Any]] = conn.execute(sql, args).fetchall()
             except BadJSON as exc:
                 self._raise_bad_json(conn, exc, threads)
                 raise
-        return _split(rows, where)
+        return rows
+
+    def delta_history(
+        self, config: Config, channels: Sequence[str]
+    ) -> Mapping[str, ChannelHistory] | None:
+        """One statement, a recursive walk of the parent links (:mod:`._history`).
+
+        ``None`` (LangGraph walks ``get_tuple`` instead) for more channels than
+        one statement walks, or a name no row can hold.
+        """
+        target = Address.from_config(config, bounded=False)
+        names = walked_channels(channels)
+        if not names:
+            return names if names is None else {}
+        tid = target.thread_id
+        sql = history.statement(
+            tuple(history.path_safe(c) for c in names), target.checkpoint_id is None
+        )
+        args = history.params(tid, target.checkpoint_ns, target.checkpoint_id, names)
+        walked = history.Walked(self._fetch(sql, args, [tid]), names, self._conns.where)
+        head = walked.target
+        if head is None:
+            return {c: {"writes": []} for c in names}
+        walk = walk_delta(
+            Address(head[0], head[1], head[2]),
+            head[3],
+            names,
+            walked.ancestors.get,
+            lambda channel, version: walked.stored.get((channel, version)),
+        )
+        return delta_history(self.serde, self.codec, walk, walked.blobs, self._appends)
 
     def _build(
         self,
@@ -527,11 +585,6 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         memo: DecodeMemo | None = None,
     ) -> CheckpointTuple:
         address = Address(row[0], row[1], row[2])
-        unstored: Collection[str] | None = ()
-        if row[8] is None:
-            unstored = None  # a row from before version 4: its put recorded nothing
-        elif row[9] is not None:
-            unstored = _unstored(row[9], address)
         return assemble(
             self.serde,
             self.codec,
@@ -544,7 +597,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             writes=writes,
             memo=memo,
             appends=self._appends,
-            unstored=unstored,
+            unstored=row_unstored(row),
         )
 
     def list(
@@ -591,12 +644,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             return
         produced = 0
         cursor: tuple[str, str, str] | None = None
+        memo: DecodeMemo = {}
         while True:
             page, cursor = self._page(where, params, want, cursor, threads)
             # The page holds stored bytes; each tuple is decoded only when it is
             # reached. Snapshots of append-encoded lists are decoded once per
-            # page and their elements shared by the page's tuples.
-            memo: DecodeMemo = {}
+            # page, and the elements of a growing list shared by the tuples
+            # that hold them (records.page_memo).
+            memo = page_memo(memo)
             for row, versions, blobs, writes in page:
                 yield self._build(row, versions, blobs, writes, memo)
                 produced += 1
@@ -648,7 +703,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         self._check_writable("put")
         # Validate and serialize before taking the write lock: it is the expensive part.
         plan = encode_put(
-            self.serde, self.codec, self._appends, config, checkpoint, metadata, new_versions
+            self.serde,
+            self.codec,
+            self._appends,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            inline=self._inline,
         )
         index = plan_index(plan, checkpoint, new_versions)
         self._write(self._put, plan, index, threads=[plan.address.thread_id])
@@ -669,19 +731,19 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         )
         if values:
             conn.executemany(INSERT_BLOB, [_blob_row(tid, ns, v) for v in values])
+        head_type, head_bytes = plan.head
         unstored = None
         runnable = index.runnable
         if plan.carried:
-            carried = versions_to_json(plan.carried)
-            candidates = json.dumps(list(index.candidates))
-            found = conn.execute(CARRIED_STATE, (carried, tid, ns, candidates)).fetchall()
-            missing = [r[0] for r in found if r[1] is None]
-            # A candidate trigger with a stored value: nodes would run (_threads.py).
-            runnable = runnable or len(missing) < len(found)
+            carried, missing, parent, stored = _resolve_carried(conn, plan, self._conns.where)
+            if carried:
+                head_type, head_bytes = with_inline(plan.head, carried)
+            # A candidate trigger with a value (inline or stored, not empty): nodes
+            # would run (_threads.py).
+            runnable = runnable or any(c in carried or c in stored for c in index.candidates)
             if missing:
-                check_carried(plan, missing, *_parent_promise(conn, plan))
+                check_carried(plan, missing, *parent)
                 unstored = json.dumps(sorted(missing), separators=(",", ":"))
-        head_type, head_bytes = plan.head
         versions_json = versions_to_json(plan.versions)
         meta_json = dumps_json(plan.metadata)
         checksum = row_checksum(
@@ -888,44 +950,67 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         return result
 
 
-def _unstored(text: str, address: Address) -> list[str]:
-    try:
-        names = loads_json(text)
-    except ValueError:
-        names = None
-    if not isinstance(names, list):
-        raise StorageError(
-            f"checkpoint {address.checkpoint_id!r} of thread {address.thread_id!r}: its "
-            "unstored column is not a JSON list; the row is damaged"
-        )
-    return [str(n) for n in names]
-
-
 def _blob_row(tid: str, ns: str, v: ValueRecord) -> tuple[Any, ...]:
     """A row of ``INSERT_BLOB``, with its checksum."""
     checksum = value_checksum(v.channel, v.version, v.type, v.encoding, v.base, v.payload)
     return (tid, ns, v.channel, v.version, v.type, v.encoding, v.base, v.payload, checksum)
 
 
-def _parent_promise(
-    conn: sqlite3.Connection, plan: PutPlan
-) -> tuple[dict[str, str] | None, set[str] | None]:
-    """What the put's parent promised was stored: its versions and the channels it lacked.
+def _resolve_carried(
+    conn: sqlite3.Connection, plan: PutPlan, where: str
+) -> tuple[dict[str, Any], list[str], tuple[dict[str, str] | None, set[str] | None], set[str]]:
+    """Where the channels a put does not name are stored, looked up in its transaction.
 
-    ``(None, None)`` when there is no parent row, or it predates the promise
-    (version 4) or is damaged (its own read says so).
+    Never from the caller's ``channel_values`` (the contract). Each is, in
+    this order: inline in the parent's head at the same version (carried into
+    the new head); a blob row at that version (nothing to do); inline in
+    another checkpoint of the namespace at that version (LangGraph's
+    ``__copy__`` fork is put under another parent with ``new_versions={}``);
+    else missing (see :func:`~tether.backends._records.check_carried`).
+
+    Returns:
+        ``(inline values to carry, missing channels, (parent versions, parent
+        unstored), channels with a stored value that is not empty)``; the
+        parent's are ``None`` when there is no parent row or it predates the
+        promise (version 4).
+
+    Raises:
+        StorageError: the parent row, whose inline values would be carried,
+            fails its checksum.
     """
-    if plan.parent_id is None:
-        return None, None
     addr = plan.address
-    found = conn.execute(
-        PARENT_PROMISE, (addr.thread_id, addr.checkpoint_ns, plan.parent_id)
-    ).fetchone()
-    if found is None or found[2] is None:
-        return None, None
-    try:
-        versions = loads_json(found[0])
-        lacked = set(loads_json(found[1])) if found[1] else set()
-    except ValueError:
-        return None, None
-    return versions, lacked
+    tid, ns = addr.thread_id, addr.checkpoint_ns
+    rest = dict(plan.carried)
+    carried: dict[str, Any] = {}
+    versions: dict[str, str] | None = None
+    lacked: set[str] | None = None
+    row = None
+    if plan.parent_id is not None:
+        row = conn.execute(PARENT_PROMISE, (tid, ns, plan.parent_id)).fetchone()
+    if row is not None:
+        check_row(row, where)
+        head_versions, inline = head_inline(row[4], row[5])
+        for channel, version in plan.carried.items():
+            if channel in inline and str(head_versions.get(channel)) == version:
+                carried[channel] = inline[channel]
+                del rest[channel]
+        if row[8] is not None:  # its put recorded what it lacked (version 4)
+            try:
+                versions = loads_json(row[6])
+                lacked = set(loads_json(row[9])) if row[9] else set()
+            except ValueError:
+                versions = None
+    if not rest:
+        return carried, [], (versions, lacked), set()
+    found = conn.execute(CARRIED_STORED, (versions_to_json(rest), tid, ns)).fetchall()
+    missing = [r[0] for r in found if r[1] is None]
+    stored = {r[0] for r in found if r[1] is not None and r[1] != EMPTY_TAG}
+    for channel in list(missing):
+        for found in conn.execute(INLINE_AT, (tid, ns, channel, rest[channel])):
+            check_row(found, where)
+            _, inline = head_inline(found[4], found[5])
+            if channel in inline:
+                carried[channel] = inline[channel]
+                missing.remove(channel)
+                break
+    return carried, missing, (versions, lacked), stored

@@ -266,7 +266,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # the serializer's type and are read through it. No table changes: the
     # version tells an older tether that it cannot read the new rows.
     ("SELECT 1",),
-    # 6 -> 7: the thread index (#15), filled from the checkpoints. Times come
+    # 6 -> 7: heads keep small primitive channel values inline in their JSON
+    # (`channel_values`, see `_records.inline_value`), as Postgres's do; a put
+    # carries its parent's over. No table changes: the version stops an older
+    # tether from writing, which would not carry them and so lose them.
+    ("SELECT 1",),
+    # 7 -> 8: the thread index (#15), filled from the checkpoints. Times come
     # from the checkpoints' ts (heads stored as JSON since version 6; older
     # heads take the time of the migration); the status of each thread is
     # marked REBUILD and computed by the saver right after, from its decoded

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from tether._status import CONTROL_WRITES
 from tether.checkpoint import ERROR, INTERRUPT
-from tether.contract import EMPTY_TAG
 
 __all__ = [
     "BAD_JSON_ANYWHERE",
     "BAD_JSON_IN_THREAD",
-    "CARRIED_MISSING",
-    "CARRIED_STATE",
+    "CARRIED_STORED",
     "CHECKPOINT_COLUMNS",
     "COLLECT_BLOBS",
     "COLLECT_WRITES",
@@ -45,6 +43,7 @@ __all__ = [
     "INDEX_SET_LATEST",
     "INDEX_TO_REBUILD",
     "INDEX_WRITES",
+    "INLINE_AT",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
     "INSERT_WRITE_IGNORE",
@@ -154,21 +153,24 @@ INSERT_CHECKPOINT = (
     "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3))"
 )
 
-# Of the versions a put carries over from earlier puts (a JSON object), those
-# without a stored value in the thread and namespace.
-CARRIED_MISSING = """
-SELECT j.key, j.value FROM json_each(?1) AS j
-WHERE NOT EXISTS (
-    SELECT 1 FROM tether_blobs AS b
-    WHERE b.thread_id = ?2 AND b.checkpoint_ns = ?3 AND b.channel = j.key AND b.version = j.value
-)
-"""
 
-# What the parent of a put promised was stored (its versions, and what it lacked).
+# The parent of a put: the values its head keeps inline, what it promised was
+# stored (its versions, and what it lacked), and its checksum.
 PARENT_PROMISE = (
-    "SELECT channel_versions, unstored, checksum FROM tether_checkpoints "
+    f"SELECT {CHECKPOINT_COLUMNS} FROM tether_checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
+
+# The checkpoints of a namespace, newest first, whose versions give channel ?3
+# version ?4: where a put looks for a value kept inline that its parent does
+# not have (a scan, made only for a channel no blob row holds).
+INLINE_AT = f"""
+SELECT {", ".join("c." + c.strip() for c in CHECKPOINT_COLUMNS.split(","))}
+FROM tether_checkpoints AS c, json_each(c.channel_versions) AS j
+WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.type = 'head+json'
+  AND j.key = ?3 AND j.value = ?4
+ORDER BY c.checkpoint_id DESC
+"""
 
 _WRITE_COLUMNS = (
     "INTO tether_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
@@ -301,14 +303,13 @@ def _state(tid: str, cid: str, runnable: str) -> str:
     WHEN {runnable} THEN 'pending' ELSE 'idle' END"""
 
 
-# Of the versions a put carries over (?1, a JSON object), those without a stored
-# value in the thread and namespace (type NULL), and those of the trigger
-# channels in ?4 (a JSON array) whose stored value is not the empty marker.
-CARRIED_STATE = f"""
+# Of the versions a put carries over (?1, a JSON object) and does not find inline
+# in its parent: the type of each one's stored value in the thread and
+# namespace (NULL: none; the empty marker: stored empty).
+CARRIED_STORED = """
 SELECT j.key, b.type FROM json_each(?1) AS j
 LEFT JOIN tether_blobs AS b
   ON b.thread_id = ?2 AND b.checkpoint_ns = ?3 AND b.channel = j.key AND b.version = j.value
-WHERE b.type IS NULL OR (b.type <> '{EMPTY_TAG}' AND j.key IN (SELECT value FROM json_each(?4)))
 """
 
 # A put's index row, run before its checkpoint row is written (so the EXISTS
