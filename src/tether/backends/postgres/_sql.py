@@ -33,6 +33,12 @@ from tether.errors import ConfigError
 
 __all__ = ["ListQuery", "Statements", "check_schema_name"]
 
+# What a put's checkpoint insert returns to its thread index step (#15).
+_CP_RETURNING = (
+    "RETURNING (xmax = 0) AS new, metadata -> 'step' AS step, "
+    "metadata - 'source' - 'step' - 'parents' AS meta"
+)
+
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -270,13 +276,19 @@ FROM head{gate}
             source = f"SELECT {named_values}{gate}" if gate else f"VALUES ({named_values})"
             return f"INSERT INTO {self.checkpoints} {columns}\n{source}\n{upsert}"
 
+        # The thread index (#15) is the statement's last step: it reads what the
+        # checkpoint's insert returns (whether the row is new, its step and user
+        # metadata taken out of the JSONB just stored), so it neither probes the
+        # checkpoint table for the row nor parses the metadata again.
         blobs_cte = f"blobs AS (\n    {blob_rows()}\n)"
-        idx = f"idx AS (\n{self._index_put(resolved=True)}\n)"
-        idx_named = f"idx AS (\n{self._index_put(resolved=False)}\n)"
-        self.put = f"WITH {blobs_cte}, {resolve_ctes}, {idx}\n{insert_resolved()}"
-        self.put_inline = f"WITH {resolve_ctes}, {idx}\n{insert_resolved()}"
-        self.put_named = f"WITH {blobs_cte}, {idx_named}\n{insert_named()}"
-        self.put_named_inline = f"WITH {idx_named}\n{insert_named()}"
+        cp_resolved = f"cp_row AS (\n{insert_resolved()}\n{_CP_RETURNING}\n)"
+        cp_named = f"cp_row AS (\n{insert_named()}\n{_CP_RETURNING}\n)"
+        idx = self._index_put(resolved=True)
+        idx_named = self._index_put(resolved=False)
+        self.put = f"WITH {blobs_cte}, {resolve_ctes}, {cp_resolved}\n{idx}"
+        self.put_inline = f"WITH {resolve_ctes}, {cp_resolved}\n{idx}"
+        self.put_named = f"WITH {blobs_cte}, {cp_named}\n{idx_named}"
+        self.put_named_inline = f"WITH {cp_named}\n{idx_named}"
 
         # Special writes (negative idx) replace, ordinary ones are insert-or-ignore
         # (S2.4); both halves in one statement so a batch is atomic.
@@ -356,22 +368,28 @@ FROM head{gate}
 )"""
         fenced_result = "SELECT (SELECT fence.epoch FROM fence)"
         fenced_blobs = f"blobs AS (\n    {blob_rows(gate)}\n)"
-        f_idx = f"idx AS (\n{self._index_put(resolved=True, gate=gate)}\n)"
-        f_idx_named = f"idx AS (\n{self._index_put(resolved=False, gate=gate)}\n)"
+        f_idx = f"idx AS (\n{self._index_put(resolved=True)}\n)"
+        f_idx_named = f"idx AS (\n{self._index_put(resolved=False)}\n)"
+        # The index step reads the gated checkpoint insert: a stale holder's
+        # statement inserts no checkpoint row and so no index change.
         self.put_fenced = (
-            f"WITH {fence}, {fenced_blobs}, {resolve_ctes}, {f_idx}, "
-            f"cp_row AS (\n{insert_resolved(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, {fenced_blobs}, {resolve_ctes}, "
+            f"cp_row AS (\n{insert_resolved(gate)}\n{_CP_RETURNING}\n), {f_idx}\n"
+            f"{fenced_result}\n"
         )
         self.put_named_fenced = (
-            f"WITH {fence}, {fenced_blobs}, {f_idx_named}, "
-            f"cp_row AS (\n{insert_named(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, {fenced_blobs}, "
+            f"cp_row AS (\n{insert_named(gate)}\n{_CP_RETURNING}\n), {f_idx_named}\n"
+            f"{fenced_result}\n"
         )
         self.put_inline_fenced = (
-            f"WITH {fence}, {resolve_ctes}, {f_idx}, "
-            f"cp_row AS (\n{insert_resolved(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, {resolve_ctes}, "
+            f"cp_row AS (\n{insert_resolved(gate)}\n{_CP_RETURNING}\n), {f_idx}\n"
+            f"{fenced_result}\n"
         )
         self.put_named_inline_fenced = (
-            f"WITH {fence}, {f_idx_named}, cp_row AS (\n{insert_named(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, cp_row AS (\n{insert_named(gate)}\n{_CP_RETURNING}\n), "
+            f"{f_idx_named}\n{fenced_result}\n"
         )
         and_gate = gate.replace("WHERE", "AND", 1)
         self.put_writes_fenced = (
@@ -651,12 +669,18 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
                      bool_or(x.channel NOT IN ({control})) OVER (PARTITION BY x.task_id) AS wrote
               FROM ({source}) x) w)"""
 
-    def _index_put(self, *, resolved: bool, gate: str = "") -> str:
-        """A put's upsert of its thread's index row (a CTE of the put statement).
+    def _index_put(self, *, resolved: bool) -> str:
+        """A put's upsert of its thread's index row, reading the ``cp_row`` insert.
 
-        Run in the put's snapshot, so its EXISTS tests tell whether the
-        checkpoint and its namespace are new. ``resolved``: the put carries
-        channels over (the ``unnamed``/``found`` CTEs), and a candidate trigger
+        ``cp_row`` returns whether the checkpoint row is new (``xmax = 0``: an
+        ON CONFLICT update leaves the row's lock in the new version's xmax) and
+        the step and user metadata of the JSONB it stored. The statement's
+        snapshot does not see the new row, so the namespace probe tells a new
+        namespace; it is skipped when the checkpoint is not new or is a root
+        one in a thread that has a latest root checkpoint. The status reads
+        the checkpoint's write rows only when it has some (a put normally
+        comes before its writes). ``resolved``: the put carries channels over
+        (the ``unnamed``/``found`` CTEs), and a candidate trigger
         (``_threads.py``) with a stored value, not the empty marker, makes
         nodes runnable.
         """
@@ -675,26 +699,30 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         moved = ",\n        ".join(
             f"{c} = CASE WHEN {newest} THEN EXCLUDED.{c} ELSE t.{c} END" for c in later
         )
+        has_writes = (
+            f"EXISTS (SELECT 1 FROM {self.writes} WHERE thread_id = %(thread_id)s "
+            "AND checkpoint_ns = '' AND checkpoint_id = %(checkpoint_id)s)"
+        )
+        state = self._state("%(checkpoint_id)s", "r.runnable")
         return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
         namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status)
-    SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, 1, 1,
+    SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, cp_row.new::int, 1,
            %(ix_bytes)s + octet_length(%(metadata)s::text),
            CASE WHEN %(ix_root)s THEN %(checkpoint_id)s END,
-           CASE WHEN %(ix_root)s THEN %(metadata)s::jsonb -> 'step' END,
+           CASE WHEN %(ix_root)s THEN cp_row.step END,
            CASE WHEN %(ix_root)s THEN %(ix_ts)s::text END,
-           CASE WHEN %(ix_root)s
-                THEN %(metadata)s::jsonb - 'source' - 'step' - 'parents'
-                ELSE '{{}}'::jsonb END,
+           CASE WHEN %(ix_root)s THEN cp_row.meta ELSE '{{}}'::jsonb END,
            %(ix_root)s AND r.runnable,
-           CASE WHEN %(ix_root)s THEN {self._state("%(checkpoint_id)s", "r.runnable")} END
-    FROM (SELECT {runnable} AS runnable) r{gate}
+           CASE WHEN NOT %(ix_root)s THEN NULL WHEN {has_writes} THEN {state}
+                WHEN r.runnable THEN 'pending' ELSE 'idle' END
+    FROM cp_row, (SELECT {runnable} AS runnable) r
     ON CONFLICT (thread_id) DO UPDATE SET
         updated_at = EXCLUDED.updated_at,
-        checkpoints = t.checkpoints + (NOT EXISTS (SELECT 1 FROM {self.checkpoints} c
-            WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s
-              AND c.checkpoint_id = %(checkpoint_id)s))::int,
-        namespaces = t.namespaces + (NOT EXISTS (SELECT 1 FROM {self.checkpoints} c
-            WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s))::int,
+        checkpoints = t.checkpoints + EXCLUDED.checkpoints,
+        namespaces = t.namespaces + CASE
+            WHEN EXCLUDED.checkpoints = 0 OR (%(ix_root)s AND t.latest_id IS NOT NULL) THEN 0
+            ELSE (NOT EXISTS (SELECT 1 FROM {self.checkpoints} c
+                WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s))::int END,
         bytes = t.bytes + EXCLUDED.bytes,
         {moved}"""
 
