@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tether.backends._threads import BUCKET_BITS
+
 RESULTS = Path(__file__).resolve().parent / "results"
 HERE = Path(__file__).resolve().parent.parent
 DSN = os.environ.get(
@@ -202,6 +204,7 @@ def _sqlite_listing(tmp: str, n: int, repeats: int) -> list[Any]:
             )
         cols = [r[1] for r in c.execute("PRAGMA table_info(tether_threads)")]
         moved = {"thread_id": "'bulk-' || s.i", "updated_at": "x.updated_at - s.i * 1000"}
+        moved["bucket"] = f"(x.updated_at - s.i * 1000) >> {BUCKET_BITS}"
         moved["status"] = "CASE WHEN s.i % 10 = 0 THEN 'interrupted' ELSE x.status END"
         c.execute(
             f"{ids}INSERT INTO tether_threads ({', '.join(cols)}) "
@@ -275,6 +278,7 @@ def _pg_listing(n: int, repeats: int) -> list[Any]:
             "tether_threads",
             {
                 "updated_at": "x.updated_at - s.i * 1000",
+                "bucket": f"(x.updated_at - s.i * 1000) >> {BUCKET_BITS}",
                 "status": "CASE WHEN s.i %% 10 = 0 THEN 'interrupted' ELSE x.status END",
             },
         )

@@ -54,6 +54,7 @@ from tether.errors import ConfigError
 from tether.threads import ThreadOrder, ThreadStatus, ThreadSummary
 
 __all__ = [
+    "BUCKET_BITS",
     "DEFAULT_LIMIT",
     "EMPTY_TAG",
     "RUNTIME_METADATA",
@@ -63,6 +64,7 @@ __all__ = [
     "encode_cursor",
     "from_micros",
     "now_micros",
+    "plain_step_and_user",
     "plan_index",
     "runnable_of",
     "summary",
@@ -75,6 +77,15 @@ __all__ = [
 DEFAULT_LIMIT = 50
 #: The largest page ``threads()`` returns.
 MAX_LIMIT = 10_000
+#: The index's rows are found in update order through ``bucket = updated_at >>
+#: BUCKET_BITS`` (epoch microseconds in ~1.05 s buckets), not ``updated_at``
+#: itself: a put or put_writes in the bucket of the thread's previous one, with
+#: the status unchanged, changes no indexed column, so SQLite rewrites no index
+#: entry (only the row's page goes to the WAL) and Postgres updates the row
+#: HOT. ``bucket`` is monotone in ``updated_at``, so ordering by ``(bucket,
+#: updated_at, thread_id)`` is ordering by ``(updated_at, thread_id)``; a
+#: listing reads the index by bucket and sorts inside the newest buckets only.
+BUCKET_BITS = 20
 #: Metadata keys the runtime writes at every step; the index's metadata is the rest.
 RUNTIME_METADATA = frozenset({"source", "step", "parents"})
 
@@ -87,17 +98,28 @@ _ORDERS: tuple[str, ...] = get_args(ThreadOrder)
 # --- what a put adds ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class IndexPut:
-    """What one ``put`` tells the thread index (see :func:`plan_index`)."""
+    """What one ``put`` tells the thread index (see :func:`plan_index`).
 
-    root: bool  # the put is in the root namespace: it may be the thread's latest
-    ts: str | None
-    runnable: bool  # next_nodes names a node, from what the put itself tells
-    # Carried-over trigger channels (channel -> version as text) whose stored
-    # value decides `runnable` when it is False: a stored value makes it True.
-    candidates: dict[str, str]
-    bytes: int  # of the rows the put writes
+    A plain slotted class, not a frozen dataclass: a put builds one, and a
+    frozen dataclass's ``__init__`` costs a put about a microsecond.
+    """
+
+    __slots__ = ("bytes", "candidates", "root", "runnable", "ts")
+
+    def __init__(
+        self, root: bool, ts: str | None, runnable: bool, candidates: dict[str, str], size: int
+    ) -> None:
+        self.root = root  # the put is in the root namespace: it may be the thread's latest
+        self.ts = ts
+        self.runnable = runnable  # next_nodes names a node, from what the put itself tells
+        # Carried-over trigger channels (channel -> version as text) whose stored
+        # value decides `runnable` when it is False: a stored value makes it True.
+        self.candidates = candidates
+        self.bytes = size  # of the rows the put writes
+
+
+_NO_CANDIDATES: dict[str, str] = {}
 
 
 def user_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,36 +127,50 @@ def user_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in RUNTIME_METADATA}
 
 
+def plain_step_and_user(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The index's step and user metadata (JSON) of metadata that needs no serializing.
+
+    An int or absent step, and metadata with no user key (the runtime's
+    ``source``/``step``/``parents`` only), are answered here; anything else is
+    ``None``, and the backend takes it out of the metadata it stores (in SQL),
+    so a put never serializes its metadata twice.
+    """
+    step = metadata.get("step")
+    if step is None:
+        step_json: str | None = "null"
+    elif type(step) is int:
+        step_json = str(step)
+    else:
+        step_json = None
+    return step_json, "{}" if metadata.keys() <= RUNTIME_METADATA else None
+
+
 def plan_index(plan: PutPlan, checkpoint: Checkpoint, new_versions: ChannelVersions) -> IndexPut:
     """What ``put(plan)`` tells the index: see the module docstring for ``runnable``.
 
     The step and user metadata are not here: each backend takes them out of the
-    metadata it stores anyway (in SQL on SQLite and Postgres), so a put does
+    metadata it stores anyway (in SQL on SQLite and Postgres, or
+    :func:`plain_step_and_user` when that takes no serializing), so a put does
     not serialize its metadata twice.
     """
-    size = len(plan.head[1]) + sum(len(v.payload) for v in plan.values)
-    root = plan.address.checkpoint_ns == ""
-    runnable = False
-    candidates: dict[str, str] = {}
-    if root:
-        runnable, candidates = _runnable(plan, checkpoint, new_versions)
-    ts = checkpoint.get("ts")
-    return IndexPut(
-        root=root,
-        ts=ts if isinstance(ts, str) else None,
-        runnable=runnable,
-        candidates={} if runnable else candidates,
-        bytes=size,
-    )
+    size = len(plan.head[1])
+    for v in plan.values:
+        size += len(v.payload)
+    found: Any = checkpoint.get("ts")  # typed str; a caller's dict may hold anything
+    ts = found if isinstance(found, str) else None
+    if plan.address.checkpoint_ns != "":
+        return IndexPut(False, ts, False, _NO_CANDIDATES, size)
+    runnable, candidates = _runnable(plan, checkpoint, new_versions)
+    return IndexPut(True, ts, runnable, _NO_CANDIDATES if runnable else candidates, size)
 
 
 def _runnable(
     plan: PutPlan, checkpoint: Checkpoint, new_versions: ChannelVersions
 ) -> tuple[bool, dict[str, str]]:
     versions: Mapping[str, Any] = checkpoint.get("channel_versions") or {}
-    triggers = [c for c in versions if c == TASKS or c.startswith(_TRIGGER_PREFIXES)]
+    triggers = [c for c in versions if c.startswith(_TRIGGER_PREFIXES)]
     if not triggers:  # a graph of plain channels (no runtime): nothing is ever next
-        return False, {}
+        return False, _NO_CANDIDATES
     given: Mapping[str, Any] = checkpoint.get("channel_values") or {}
     seen: Mapping[str, Mapping[str, Any]] = checkpoint.get("versions_seen") or {}
     known: dict[str, Any] = {}

@@ -11,11 +11,13 @@ rules one by one.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from tether.backends._threads import BUCKET_BITS
 from tether.checkpoint import ERROR, INTERRUPT, RESUME, make_config
 from tether.errors import ConfigError
 from tether.history import status
@@ -208,6 +210,47 @@ class ThreadsContract:
         later = before + timedelta(days=1)
         assert [r.thread_id for r in await driver.threads(updated_after=later)] == []
         assert (await driver.threads(limit=0)).items == []
+
+    async def test_threads_order_across_update_buckets(
+        self, driver: Driver, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Order, cursors and time filters are exact across the index's buckets.
+
+        The backends find rows through ``updated_at >> BUCKET_BITS``; a clock
+        set around bucket edges (and standing still, for ties) checks that
+        listings still follow ``(updated_at, thread_id)`` exactly.
+        """
+        edge = (1_800_000_000_000_000 >> BUCKET_BITS) + 1 << BUCKET_BITS
+        clock = [edge - 2]
+        monkeypatch.setattr(time, "time_ns", lambda: clock[0] * 1000)
+        steps = [("a", 0), ("b", 0), ("c", 1), ("d", 1), ("e", 2), ("b", 3), ("f", 3)]
+        steps += [("a", (1 << BUCKET_BITS) - 1), ("g", 5 << BUCKET_BITS), ("c", 1)]
+        cfgs: dict[str, Any] = {}
+        for name, advance in steps:
+            clock[0] += advance
+            if name in cfgs and advance % 2:
+                await driver.put_writes(cfgs[name], [("w", advance)], "task")
+            else:
+                cp = new_checkpoint({}, {})
+                cfgs[name] = await driver.put(cfgs.get(name, make_config(name)), cp, {}, {})
+        names = sorted(cfgs)
+        await check_index(driver, names)
+        rows = await all_threads(driver, order="-updated", limit=50)
+        key = {r.thread_id: (r.updated_at, r.thread_id) for r in rows}
+        assert sorted(key) == names
+        oldest = sorted(names, key=key.__getitem__)
+        for order, want in (("-updated", oldest), ("updated", oldest[::-1])):
+            for limit in (1, 2, 3):
+                got = [r.thread_id for r in await all_threads(driver, order=order, limit=limit)]
+                assert got == want, (order, limit)
+        for r in rows:
+            for bound in (r.updated_at, r.updated_at + timedelta(microseconds=1)):
+                before = [n for n in oldest if key[n][0] < bound]
+                after = [n for n in oldest if key[n][0] > bound]
+                page = await all_threads(driver, order="-updated", updated_before=bound, limit=2)
+                assert [x.thread_id for x in page] == before, bound
+                page = await all_threads(driver, order="updated", updated_after=bound, limit=2)
+                assert [x.thread_id for x in page] == after[::-1], bound
 
     @pytest.mark.parametrize(
         ("kwargs", "named"),

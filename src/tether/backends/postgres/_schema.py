@@ -84,6 +84,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether.backends._threads import BUCKET_BITS
+
 __all__ = [
     "BASELINE",
     "BLOBS",
@@ -157,12 +159,16 @@ THREADS = """CREATE TABLE {schema}.tether_threads (
     metadata JSONB NOT NULL DEFAULT '{{}}',
     runnable BOOLEAN NOT NULL DEFAULT false,
     status TEXT COLLATE "C",
+    bucket BIGINT NOT NULL,
     CONSTRAINT tether_threads_pkey PRIMARY KEY (thread_id)
-)"""
+) WITH (fillfactor = 70)"""
+# The indexes hold bucket, not updated_at (see tether.backends._threads.BUCKET_BITS):
+# a put in the bucket of the thread's previous one, with the status unchanged,
+# changes no indexed column and is a HOT update, for which the fillfactor
+# leaves room on the row's page.
 THREADS_INDEXES = (
-    "CREATE INDEX tether_threads_updated_idx ON {schema}.tether_threads (updated_at, thread_id)",
-    "CREATE INDEX tether_threads_status_idx "
-    "ON {schema}.tether_threads (status, updated_at, thread_id)",
+    "CREATE INDEX tether_threads_updated_idx ON {schema}.tether_threads (bucket)",
+    "CREATE INDEX tether_threads_status_idx ON {schema}.tether_threads (status, bucket)",
 )
 
 #: The status a migration gives every thread with a root checkpoint until the
@@ -178,7 +184,7 @@ _MICROS = (
 #: One row per thread of the checkpoints already stored.
 FILL_THREADS = f"""INSERT INTO {{schema}}.tether_threads
     (thread_id, created_at, updated_at, checkpoints, namespaces, bytes, latest_id,
-     latest_step, latest_ts, metadata, runnable, status)
+     latest_step, latest_ts, metadata, runnable, status, bucket)
 SELECT a.thread_id, coalesce(a.first, a.now), coalesce(a.last, a.now), a.n, a.nss,
        a.size
        + coalesce((SELECT sum(octet_length(b.blob)) FROM {{schema}}.tether_blobs b
@@ -187,7 +193,8 @@ SELECT a.thread_id, coalesce(a.first, a.now), coalesce(a.last, a.now), a.n, a.ns
                    WHERE w.thread_id = a.thread_id), 0),
        a.latest, r.metadata -> 'step', r.checkpoint ->> 'ts',
        coalesce(r.metadata, '{{{{}}}}'::jsonb) - 'source' - 'step' - 'parents', false,
-       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END
+       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END,
+       coalesce(a.last, a.now) >> {BUCKET_BITS}
 FROM (
     SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss,
            sum(octet_length(checkpoint::text) + octet_length(metadata::text)) AS size,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether._status import CONTROL_WRITES
-from tether.backends._threads import ThreadQuery
+from tether.backends._threads import BUCKET_BITS, ThreadQuery
 from tether.backends.postgres import _schema
 from tether.backends.postgres._history import HistoryStatements
 from tether.checkpoint import ERROR, INTERRUPT
@@ -705,7 +705,8 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         )
         state = self._state("%(checkpoint_id)s", "r.runnable")
         return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
-        namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status)
+        namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status,
+        bucket)
     SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, cp_row.new::int, 1,
            %(ix_bytes)s + octet_length(%(metadata)s::text),
            CASE WHEN %(ix_root)s THEN %(checkpoint_id)s END,
@@ -714,10 +715,12 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
            CASE WHEN %(ix_root)s THEN cp_row.meta ELSE '{{}}'::jsonb END,
            %(ix_root)s AND r.runnable,
            CASE WHEN NOT %(ix_root)s THEN NULL WHEN {has_writes} THEN {state}
-                WHEN r.runnable THEN 'pending' ELSE 'idle' END
+                WHEN r.runnable THEN 'pending' ELSE 'idle' END,
+           %(ix_now)s::bigint >> {BUCKET_BITS}
     FROM cp_row, (SELECT {runnable} AS runnable) r
     ON CONFLICT (thread_id) DO UPDATE SET
         updated_at = EXCLUDED.updated_at,
+        bucket = EXCLUDED.bucket,
         checkpoints = t.checkpoints + EXCLUDED.checkpoints,
         namespaces = t.namespaces + CASE
             WHEN EXCLUDED.checkpoints = 0 OR (%(ix_root)s AND t.latest_id IS NOT NULL) THEN 0
@@ -737,7 +740,8 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
             batch += " UNION ALL SELECT %(task_id)s, s FROM unnest(%(s_channels)s::text[]) s"
         state = self._state("%(checkpoint_id)s", "t.runnable", batch)
         return f"""UPDATE {self.threads} t
-    SET updated_at = %(ix_now)s, bytes = t.bytes + %(ix_bytes)s,
+    SET updated_at = %(ix_now)s, bucket = %(ix_now)s::bigint >> {BUCKET_BITS},
+        bytes = t.bytes + %(ix_bytes)s,
         status = CASE WHEN %(ns)s = '' AND t.latest_id = %(checkpoint_id)s
                            AND t.status IS NOT NULL
                       THEN {state} ELSE t.status END
@@ -750,8 +754,9 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         return {
             "has_rows": f"SELECT EXISTS (SELECT 1 FROM {self.checkpoints} WHERE thread_id = %s)",
             "create": f"INSERT INTO {t} (thread_id, created_at, updated_at, checkpoints, "
-            "namespaces, bytes) VALUES (%(thread_id)s, %(now)s, %(now)s, 0, 0, 0) "
-            "ON CONFLICT (thread_id) DO UPDATE SET updated_at = EXCLUDED.updated_at",
+            "namespaces, bytes, bucket) VALUES (%(thread_id)s, %(now)s, %(now)s, 0, 0, 0, "
+            f"%(now)s::bigint >> {BUCKET_BITS}) ON CONFLICT (thread_id) DO UPDATE "
+            "SET updated_at = EXCLUDED.updated_at, bucket = EXCLUDED.bucket",
             "drop_empty": f"DELETE FROM {t} WHERE thread_id = %(thread_id)s AND NOT EXISTS "
             f"(SELECT 1 FROM {self.checkpoints} WHERE thread_id = %(thread_id)s)",
             "latest": f"SELECT t.latest_id, (SELECT max(checkpoint_id) FROM {self.checkpoints} "
@@ -791,12 +796,13 @@ WHERE t.thread_id = %(thread_id)s""",
         if q.statuses is not None:
             where.append("c.status = ANY(%s::text[])")
             params.append(list(q.statuses))
+        # Each bound on updated_at is also one on bucket, which the indexes hold.
         if q.updated_before is not None:
-            where.append("c.updated_at < %s")
-            params.append(q.updated_before)
+            where.append(f"c.updated_at < %s AND c.bucket <= %s::bigint >> {BUCKET_BITS}")
+            params.extend((q.updated_before, q.updated_before))
         if q.updated_after is not None:
-            where.append("c.updated_at > %s")
-            params.append(q.updated_after)
+            where.append(f"c.updated_at > %s AND c.bucket >= %s::bigint >> {BUCKET_BITS}")
+            params.extend((q.updated_after, q.updated_after))
         for key, value in q.metadata.items():
             where.append("c.metadata -> %s = %s::jsonb")
             params.extend([key, jsonb(value)])
@@ -806,11 +812,16 @@ WHERE t.thread_id = %(thread_id)s""",
                 where.append("c.thread_id > %s")
                 params.append(q.after[0])
         else:
+            # bucket first: the index's order (see _threads.BUCKET_BITS)
             desc = " DESC" if q.descending else ""
-            order = f"c.updated_at{desc}, c.thread_id{desc}"
+            order = f"c.bucket{desc}, c.updated_at{desc}, c.thread_id{desc}"
             if q.after is not None:
-                where.append(f"(c.updated_at, c.thread_id) {'<' if desc else '>'} (%s, %s)")
-                params.extend(q.after)
+                cmp = "<" if desc else ">"
+                where.append(
+                    f"c.bucket {cmp}= %s::bigint >> {BUCKET_BITS} "
+                    f"AND (c.updated_at, c.thread_id) {cmp} (%s, %s)"
+                )
+                params.extend((q.after[0], *q.after))
         params.append(q.limit + 1)
         text = (
             "SELECT c.thread_id, c.status, c.created_at, c.updated_at, c.checkpoints, "

@@ -14,6 +14,7 @@ from typing import Any
 
 from tether.backends._sqlbase import metadata_from_json
 from tether.backends._threads import (
+    BUCKET_BITS,
     ThreadQuery,
     cursor_after,
     runnable_of,
@@ -109,12 +110,13 @@ def _where(q: ThreadQuery, after: tuple[Any, ...] | None) -> tuple[str, list[Any
     if q.statuses is not None:
         parts.append(f"c.status IN ({', '.join('?' * len(q.statuses))})")
         args.extend(q.statuses)
+    # Each bound on updated_at is also one on bucket, which the indexes hold.
     if q.updated_before is not None:
-        parts.append("c.updated_at < ?")
-        args.append(q.updated_before)
+        parts.append(f"c.updated_at < ? AND c.bucket <= ? >> {BUCKET_BITS}")
+        args.extend((q.updated_before, q.updated_before))
     if q.updated_after is not None:
-        parts.append("c.updated_at > ?")
-        args.append(q.updated_after)
+        parts.append(f"c.updated_at > ? AND c.bucket >= ? >> {BUCKET_BITS}")
+        args.extend((q.updated_after, q.updated_after))
     for key, want in q.metadata.items():
         clause, more = filter_clause(key, want)
         parts.append(clause)
@@ -123,9 +125,11 @@ def _where(q: ThreadQuery, after: tuple[Any, ...] | None) -> tuple[str, list[Any
         if len(after) == 1:
             parts.append("c.thread_id > ?")
         elif q.descending:
-            parts.append("(c.updated_at, c.thread_id) < (?, ?)")
+            parts.append(f"c.bucket <= ? >> {BUCKET_BITS} AND (c.updated_at, c.thread_id) < (?, ?)")
+            args.append(after[0])
         else:
-            parts.append("(c.updated_at, c.thread_id) > (?, ?)")
+            parts.append(f"c.bucket >= ? >> {BUCKET_BITS} AND (c.updated_at, c.thread_id) > (?, ?)")
+            args.append(after[0])
         args.extend(after)
     return ("WHERE " + " AND ".join(parts)) if parts else "", args
 
@@ -139,10 +143,10 @@ def query(conn: sqlite3.Connection, q: ThreadQuery) -> ThreadPage:
     """
     if q.order == "thread_id":
         order = "c.thread_id"
-    elif q.descending:
-        order = "c.updated_at DESC, c.thread_id DESC"
+    elif q.descending:  # bucket first: the index's order (see _threads.BUCKET_BITS)
+        order = "c.bucket DESC, c.updated_at DESC, c.thread_id DESC"
     else:
-        order = "c.updated_at, c.thread_id"
+        order = "c.bucket, c.updated_at, c.thread_id"
     found: list[ThreadSummary] = []
     after: tuple[Any, ...] | None = q.after
     want = q.limit + 1  # one more tells whether a next page exists

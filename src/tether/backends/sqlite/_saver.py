@@ -92,6 +92,7 @@ from tether.backends._threads import (
     IndexPut,
     check_threads_args,
     now_micros,
+    plain_step_and_user,
     plan_index,
     write_bytes,
 )
@@ -140,8 +141,11 @@ from tether.backends.sqlite._sql import (
     GET_LATEST,
     HAS_BLOB,
     INDEX_PUT,
+    INDEX_PUT_FAST,
     INDEX_TO_REBUILD,
+    INDEX_TOUCH,
     INDEX_WRITES,
+    INDEX_WRITES_FAST,
     INLINE_AT,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
@@ -750,13 +754,13 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             cid, plan.parent_id, head_type, head_bytes, versions_json, meta_json, unstored
         )
         # Before the checkpoint row: the index tells a new checkpoint by its absence.
-        conn.execute(
-            INDEX_PUT,
-            (
-                *(tid, ns, cid, self._clock(), index.bytes, index.root),
-                *(index.ts, meta_json, runnable),
-            ),
+        step, user = plain_step_and_user(plan.metadata) if index.root else (None, None)
+        args = (
+            *(tid, ns, cid, self._clock(), index.bytes, index.root),
+            *(index.ts, meta_json, runnable, step, user),
         )
+        if not conn.execute(INDEX_PUT_FAST, args).rowcount:
+            conn.execute(INDEX_PUT, args)
         conn.execute(
             INSERT_CHECKPOINT,
             (
@@ -802,7 +806,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if ignore:
             conn.executemany(INSERT_WRITE_IGNORE, ignore)
         conn.execute(COUNT_WRITES, key)
-        conn.execute(INDEX_WRITES, (*key, self._clock(), size))
+        args = (*key, self._clock(), size)
+        if not conn.execute(INDEX_WRITES_FAST, args).rowcount:
+            conn.execute(INDEX_WRITES, args)
 
     # --- thread operations ------------------------------------------------------------
 
@@ -850,7 +856,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conn.execute(statement, (dst, src))
         now = self._clock()
         _index.create(conn, dst, now)
-        conn.execute("UPDATE tether_threads SET updated_at = ? WHERE thread_id = ?", (now, dst))
+        conn.execute(INDEX_TOUCH, (dst, now))
         _index.reindex(conn, dst, self._read_latest)
 
     def prune(

@@ -61,7 +61,9 @@ that a file can hold a tether store and LangGraph's official one side by side:
     transaction of every put and put_writes (see
     :mod:`tether.backends._threads`); ``created_at``/``updated_at`` in epoch
     microseconds, ``latest_step`` as JSON text, ``metadata`` the latest root
-    checkpoint's user keys, ``runnable`` whether nodes would run after it.
+    checkpoint's user keys, ``runnable`` whether nodes would run after it,
+    ``bucket`` ``updated_at >> BUCKET_BITS`` (what the indexes order by, see
+    :data:`tether.backends._threads.BUCKET_BITS`).
 ``tether_meta``
     keys and values of the store itself (an unfinished import of the
     official tables, see :class:`~tether.backends.sqlite.SqliteSaver`).
@@ -74,6 +76,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tether.backends._threads import BUCKET_BITS
 from tether.backends.sqlite._conn import translate_errors
 from tether.errors import (
     ConfigError,
@@ -125,7 +128,8 @@ _MICROS = "CAST((julianday({}) - 2440587.5) * 86400000000.0 AS INTEGER)"
 #: One row per thread of the checkpoints already stored (migration 6 -> 7).
 FILL_THREADS = f"""
 INSERT INTO tether_threads (thread_id, created_at, updated_at, checkpoints, namespaces, bytes,
-                            latest_id, latest_step, latest_ts, metadata, runnable, status)
+                            latest_id, latest_step, latest_ts, metadata, runnable, status,
+                            bucket)
 WITH c AS MATERIALIZED (
     SELECT thread_id, checkpoint_ns, checkpoint_id, metadata,
            length(checkpoint) + length(metadata) AS size,
@@ -152,7 +156,8 @@ SELECT a.thread_id,
        CASE WHEN json_valid(r.metadata)
             THEN json_remove(r.metadata, '$.source', '$.step', '$.parents') ELSE '{{}}' END,
        0,
-       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END
+       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END,
+       coalesce(a.last, {_MICROS.format("'now'")}) >> {BUCKET_BITS}
 FROM a LEFT JOIN c AS r
   ON r.thread_id = a.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = a.latest
 """  # noqa: S608 -- only fixed fragments of this module are formatted in
@@ -289,10 +294,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         latest_ts TEXT,
         metadata TEXT NOT NULL DEFAULT '{}',
         runnable INTEGER NOT NULL DEFAULT 0,
-        status TEXT
+        status TEXT,
+        bucket INTEGER NOT NULL
     )""",
-        "CREATE INDEX tether_threads_updated ON tether_threads (updated_at, thread_id)",
-        "CREATE INDEX tether_threads_status ON tether_threads (status, updated_at, thread_id)",
+        "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
+        "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
         FILL_THREADS,
     ),
 )
@@ -367,10 +373,11 @@ CREATE: tuple[str, ...] = (
         latest_ts TEXT,
         metadata TEXT NOT NULL DEFAULT '{}',
         runnable INTEGER NOT NULL DEFAULT 0,
-        status TEXT
+        status TEXT,
+        bucket INTEGER NOT NULL
     )""",
-    "CREATE INDEX tether_threads_updated ON tether_threads (updated_at, thread_id)",
-    "CREATE INDEX tether_threads_status ON tether_threads (status, updated_at, thread_id)",
+    "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
+    "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
 )
 
 

@@ -16,6 +16,7 @@ Table names are tether's own (since schema version 4): ``tether_checkpoints``,
 from __future__ import annotations
 
 from tether._status import CONTROL_WRITES
+from tether.backends._threads import BUCKET_BITS
 from tether.checkpoint import ERROR, INTERRUPT
 
 __all__ = [
@@ -38,11 +39,14 @@ __all__ = [
     "INDEX_DROP_EMPTY",
     "INDEX_LATEST",
     "INDEX_PUT",
+    "INDEX_PUT_FAST",
     "INDEX_RECOUNT",
     "INDEX_RESTATE",
     "INDEX_SET_LATEST",
+    "INDEX_TOUCH",
     "INDEX_TO_REBUILD",
     "INDEX_WRITES",
+    "INDEX_WRITES_FAST",
     "INLINE_AT",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
@@ -315,40 +319,75 @@ LEFT JOIN tether_blobs AS b
 # A put's index row, run before its checkpoint row is written (so the EXISTS
 # tests see whether the checkpoint and its namespace are new): ?1 thread, ?2 ns,
 # ?3 checkpoint id, ?4 now, ?5 bytes, ?6 root namespace, ?7 ts, ?8 the metadata
-# stored (JSON: the step and the user keys are taken out here), ?9 runnable. Only
-# the newest root checkpoint moves the latest columns and the status (writes
-# may be stored before their put); the status is computed once, in the SELECT.
+# stored (JSON), ?9 runnable, ?10 the step as JSON and ?11 the user metadata
+# (JSON) when the saver has them at hand, else NULL: then they are taken out of
+# ?8 here. Only the newest root checkpoint moves the latest columns and the
+# status (writes may be stored before their put); the status reads the
+# checkpoint's write rows only when it has some. The namespace probe is skipped
+# for a root checkpoint of a thread that has a latest one (its namespace exists).
+#
+# Two statements: INDEX_PUT_FAST, an UPDATE that sets no indexed column, when
+# the thread's row is in the bucket of ?4 and keeps its status (SQLite then
+# rewrites no index entry: the put adds one page, the row's, to its commit);
+# else (no row changed) INDEX_PUT, the upsert that also moves bucket and status.
 _NEWEST = "?6 AND (t.latest_id IS NULL OR ?3 >= t.latest_id)"
+_HAS_WRITES = (
+    "EXISTS (SELECT 1 FROM tether_writes WHERE thread_id = ?1 AND checkpoint_ns = '' "
+    "AND checkpoint_id = ?3)"
+)
+_PUT_STATUS = (
+    f"CASE WHEN {_HAS_WRITES} THEN {_state('?1', '?3', '?9')} "
+    "WHEN ?9 THEN 'pending' ELSE 'idle' END"
+)
+_PUT_STEP = "coalesce(?10, json_quote(json_extract(?8, '$.step')))"
+_PUT_META = "coalesce(?11, json_remove(?8, '$.source', '$.step', '$.parents'))"
+_NEW_CHECKPOINT = (
+    "NOT EXISTS (SELECT 1 FROM tether_checkpoints "
+    "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)"
+)
+_NEW_NAMESPACE = (
+    "CASE WHEN ?6 AND t.latest_id IS NOT NULL THEN 0 ELSE NOT EXISTS (SELECT 1 "
+    "FROM tether_checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2) END"
+)
+_PUT_MOVES = f"""updated_at = ?4,
+    checkpoints = t.checkpoints + {_NEW_CHECKPOINT},
+    namespaces = t.namespaces + {_NEW_NAMESPACE},
+    bytes = t.bytes + ?5 + length(?8),
+    latest_id = CASE WHEN {_NEWEST} THEN ?3 ELSE t.latest_id END,
+    latest_step = CASE WHEN {_NEWEST} THEN {_PUT_STEP} ELSE t.latest_step END,
+    latest_ts = CASE WHEN {_NEWEST} THEN ?7 ELSE t.latest_ts END,
+    metadata = CASE WHEN {_NEWEST} THEN {_PUT_META} ELSE t.metadata END,
+    runnable = CASE WHEN {_NEWEST} THEN ?9 ELSE t.runnable END"""
+INDEX_PUT_FAST = f"""
+UPDATE tether_threads AS t SET {_PUT_MOVES}
+WHERE t.thread_id = ?1 AND t.bucket = ?4 >> {BUCKET_BITS}
+  AND t.status IS (CASE WHEN {_NEWEST} THEN {_PUT_STATUS} ELSE t.status END)
+"""
 INDEX_PUT = f"""
 INSERT INTO tether_threads AS t (thread_id, created_at, updated_at, checkpoints, namespaces,
-    bytes, latest_id, latest_step, latest_ts, metadata, runnable, status)
-SELECT ?1, ?4, ?4, 1, 1, ?5 + length(?8), CASE WHEN ?6 THEN ?3 END,
-       CASE WHEN ?6 THEN json_quote(json_extract(?8, '$.step')) END,
-       CASE WHEN ?6 THEN ?7 END,
-       CASE WHEN ?6 THEN json_remove(?8, '$.source', '$.step', '$.parents') ELSE '{{}}' END,
-       ?6 AND ?9, CASE WHEN ?6 THEN {_state("?1", "?3", "?9")} END
+    bytes, latest_id, latest_step, latest_ts, metadata, runnable, status, bucket)
+SELECT ?1, ?4, ?4, {_NEW_CHECKPOINT}, 1, ?5 + length(?8), CASE WHEN ?6 THEN ?3 END,
+       CASE WHEN ?6 THEN {_PUT_STEP} END, CASE WHEN ?6 THEN ?7 END,
+       CASE WHEN ?6 THEN {_PUT_META} ELSE '{{}}' END,
+       ?6 AND ?9, CASE WHEN ?6 THEN {_PUT_STATUS} END, ?4 >> {BUCKET_BITS}
 WHERE true
-ON CONFLICT (thread_id) DO UPDATE SET
-    updated_at = ?4,
-    checkpoints = t.checkpoints + NOT EXISTS (SELECT 1 FROM tether_checkpoints
-        WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3),
-    namespaces = t.namespaces + NOT EXISTS (SELECT 1 FROM tether_checkpoints
-        WHERE thread_id = ?1 AND checkpoint_ns = ?2),
-    bytes = t.bytes + excluded.bytes,
-    latest_id = CASE WHEN {_NEWEST} THEN ?3 ELSE t.latest_id END,
-    latest_step = CASE WHEN {_NEWEST} THEN excluded.latest_step ELSE t.latest_step END,
-    latest_ts = CASE WHEN {_NEWEST} THEN ?7 ELSE t.latest_ts END,
-    metadata = CASE WHEN {_NEWEST} THEN excluded.metadata ELSE t.metadata END,
-    runnable = CASE WHEN {_NEWEST} THEN ?9 ELSE t.runnable END,
-    status = CASE WHEN {_NEWEST} THEN excluded.status ELSE t.status END
+ON CONFLICT (thread_id) DO UPDATE SET {_PUT_MOVES},
+    status = CASE WHEN {_NEWEST} THEN excluded.status ELSE t.status END,
+    bucket = excluded.bucket
 """
 
 # After a batch of writes: ?1 thread, ?2 ns, ?3 checkpoint id, ?4 now, ?5 bytes.
 # The status follows the writes of the latest root checkpoint (unless unknown).
+# As for a put: the FAST update when bucket and status stay, else the full one.
+_WRITES_STATUS = f"""CASE WHEN ?2 = '' AND latest_id = ?3 AND status IS NOT NULL
+                  THEN {_state("?1", "?3", "runnable")} ELSE status END"""
+INDEX_WRITES_FAST = f"""
+UPDATE tether_threads SET updated_at = ?4, bytes = bytes + ?5
+WHERE thread_id = ?1 AND bucket = ?4 >> {BUCKET_BITS} AND status IS ({_WRITES_STATUS})
+"""
 INDEX_WRITES = f"""
-UPDATE tether_threads SET updated_at = ?4, bytes = bytes + ?5,
-    status = CASE WHEN ?2 = '' AND latest_id = ?3 AND status IS NOT NULL
-                  THEN {_state("?1", "?3", "runnable")} ELSE status END
+UPDATE tether_threads SET updated_at = ?4, bucket = ?4 >> {BUCKET_BITS}, bytes = bytes + ?5,
+    status = {_WRITES_STATUS}
 WHERE thread_id = ?1
 """
 
@@ -380,7 +419,12 @@ INDEX_LATEST = (
 #: A new index row for a thread a copy writes into (the recount fills it).
 INDEX_CREATE = (
     "INSERT OR IGNORE INTO tether_threads (thread_id, created_at, updated_at, checkpoints, "
-    "namespaces, bytes) VALUES (?1, ?2, ?2, 0, 0, 0)"
+    f"namespaces, bytes, bucket) VALUES (?1, ?2, ?2, 0, 0, 0, ?2 >> {BUCKET_BITS})"
+)
+
+#: A thread's index row touched now (?2) by an operation that is not a put.
+INDEX_TOUCH = (
+    f"UPDATE tether_threads SET updated_at = ?2, bucket = ?2 >> {BUCKET_BITS} WHERE thread_id = ?1"
 )
 
 #: The latest columns and status of a thread whose newest root checkpoint changed:
