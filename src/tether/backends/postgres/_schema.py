@@ -84,7 +84,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether._status import CONTROL_WRITES
 from tether.backends._threads import BUCKET_BITS
+from tether.checkpoint import ERROR, INTERRUPT
 
 __all__ = [
     "BASELINE",
@@ -170,6 +172,41 @@ THREADS_INDEXES = (
     "CREATE INDEX tether_threads_updated_idx ON {schema}.tether_threads (bucket)",
     "CREATE INDEX tether_threads_status_idx ON {schema}.tether_threads (status, bucket)",
 )
+
+
+def state_query(writes: str, runnable: str) -> str:
+    """A thread's status (SQL, one value) from ``writes``, a query of a checkpoint's
+    ``(task_id, channel)`` write rows, and ``runnable`` (SQL):
+    :func:`tether._status.state_of` in SQL."""
+    control = ", ".join(f"'{c}'" for c in sorted(CONTROL_WRITES))
+    return f"""(SELECT CASE WHEN bool_or(w.channel = '{ERROR}') THEN 'error'
+            WHEN bool_or(w.channel = '{INTERRUPT}' AND NOT w.wrote) THEN 'interrupted'
+            WHEN {runnable} THEN 'pending' ELSE 'idle' END
+        FROM (SELECT x.channel,
+                     bool_or(x.channel NOT IN ({control})) OVER (PARTITION BY x.task_id) AS wrote
+              FROM ({writes}) x) w)"""  # noqa: S608 -- fixed fragments of this package
+
+
+# The status of a root checkpoint from its stored write rows, as a function: a
+# put calls it only when the checkpoint has writes (they normally come after
+# it), and a function call is all its statement plans and starts up for it, not
+# the subquery's nodes, which a put that does not need them would pay for too.
+THREAD_STATE = f"""CREATE OR REPLACE FUNCTION {{schema}}.tether_thread_state(
+    p_thread TEXT, p_checkpoint TEXT, p_runnable BOOLEAN) RETURNS TEXT
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN {
+    state_query(
+        "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
+        "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint",
+        "p_runnable",
+    )
+    .replace("{", "{{")
+    .replace("}", "}}")
+    .replace("{{schema}}", "{schema}")
+};
+END
+$fn$"""  # noqa: S608 -- fixed fragments of this module
 
 #: The status a migration gives every thread with a root checkpoint until the
 #: saver has read its latest checkpoint (``threads()`` shows it as ``None``).
@@ -418,7 +455,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # their ts); each thread's status is marked REBUILD and computed by
     # setup() right after, from its decoded latest checkpoint, which SQL cannot
     # read. The indexes are built in the transaction: the table is new.
-    Migration("thread index", (THREADS, *THREADS_INDEXES, FILL_THREADS)),
+    Migration("thread index", (THREADS, *THREADS_INDEXES, THREAD_STATE, FILL_THREADS)),
 )
 
 #: The first version whose tables have tether's own names.
@@ -496,6 +533,7 @@ BASELINE: tuple[str, ...] = (
     WRITE_COUNTS,
     THREADS,
     *THREADS_INDEXES,
+    THREAD_STATE,
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"

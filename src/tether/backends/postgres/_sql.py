@@ -23,11 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tether._status import CONTROL_WRITES
 from tether.backends._threads import BUCKET_BITS, ThreadQuery
 from tether.backends.postgres import _schema
 from tether.backends.postgres._history import HistoryStatements
-from tether.checkpoint import ERROR, INTERRUPT
 from tether.contract import EMPTY_TAG
 from tether.errors import ConfigError
 
@@ -148,6 +146,7 @@ class Statements:
     def __init__(self, schema: str) -> None:
         self.schema = check_schema_name(schema)
         q = f'"{self.schema}"'
+        self._schema = q
         self.checkpoints = f"{q}.{_schema.CHECKPOINTS}"
         self.blobs = f"{q}.{_schema.BLOBS}"
         self.writes = f"{q}.{_schema.WRITES}"
@@ -657,17 +656,11 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         """The index's status of root checkpoint ``cid`` (SQL) from its write rows as the
         statement's snapshot sees them, plus ``batch`` (a UNION ALL of the rows it
         writes itself): :func:`tether._status.state_of` in SQL."""
-        control = ", ".join(f"'{c}'" for c in sorted(CONTROL_WRITES))
         source = (
             f"SELECT task_id, channel FROM {self.writes} WHERE thread_id = %(thread_id)s "
             f"AND checkpoint_ns = '' AND checkpoint_id = {cid}{batch}"
         )
-        return f"""(SELECT CASE WHEN bool_or(w.channel = '{ERROR}') THEN 'error'
-            WHEN bool_or(w.channel = '{INTERRUPT}' AND NOT w.wrote) THEN 'interrupted'
-            WHEN {runnable} THEN 'pending' ELSE 'idle' END
-        FROM (SELECT x.channel,
-                     bool_or(x.channel NOT IN ({control})) OVER (PARTITION BY x.task_id) AS wrote
-              FROM ({source}) x) w)"""
+        return _schema.state_query(source, runnable)
 
     def _index_put(self, *, resolved: bool) -> str:
         """A put's upsert of its thread's index row, reading the ``cp_row`` insert.
@@ -679,7 +672,9 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         namespace; it is skipped when the checkpoint is not new or is a root
         one in a thread that has a latest root checkpoint. The status reads
         the checkpoint's write rows only when it has some (a put normally
-        comes before its writes). ``resolved``: the put carries channels over
+        comes before its writes), through ``tether_thread_state`` (see
+        ``_schema.THREAD_STATE``), so that its plan is not part of every
+        put's. ``resolved``: the put carries channels over
         (the ``unnamed``/``found`` CTEs), and a candidate trigger
         (``_threads.py``) with a stored value, not the empty marker, makes
         nodes runnable.
@@ -703,7 +698,7 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
             f"EXISTS (SELECT 1 FROM {self.writes} WHERE thread_id = %(thread_id)s "
             "AND checkpoint_ns = '' AND checkpoint_id = %(checkpoint_id)s)"
         )
-        state = self._state("%(checkpoint_id)s", "r.runnable")
+        state = f"{self._schema}.tether_thread_state(%(thread_id)s, %(checkpoint_id)s, r.runnable)"
         return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
         namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status,
         bucket)
