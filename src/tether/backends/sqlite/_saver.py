@@ -759,7 +759,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             *(tid, ns, cid, self._clock(), index.bytes, index.root),
             *(index.ts, meta_json, runnable, step, user),
         )
-        if not conn.execute(INDEX_PUT_FAST, args).rowcount:
+        # A thread's first checkpoint (no parent) usually makes its row: the upsert.
+        if plan.parent_id is None or not conn.execute(INDEX_PUT_FAST, args).rowcount:
             conn.execute(INDEX_PUT, args)
         conn.execute(
             INSERT_CHECKPOINT,
