@@ -6,7 +6,7 @@ process run and prints one markdown table per module (the README's table is
 copied from here). Figures are medians; ratios are official / tether, so a
 ratio above 1 means tether is faster (or smaller).
 
-    python -m bench [--quick] [serde memory sqlite postgres runtime langgraph scale]
+    python -m bench [--quick] [serde memory sqlite postgres runtime langgraph scale threads]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ MODULES = [
     "langgraph",
     "scale",
     "encryption",
+    "threads",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -70,6 +70,20 @@ Semantics (the contract suite is the executable form of this list):
     included) into the target thread; checkpoints the target already has with
     the same id are overwritten. Unknown source: nothing happens.
 
+``threads(*, status=None, metadata=None, updated_before=None, updated_after=None,
+order="updated", limit=50, cursor=None)``
+    One page (:class:`~tether.threads.ThreadPage`) of the thread index: a
+    :class:`~tether.threads.ThreadSummary` per thread that has a checkpoint,
+    kept in the same transaction as every write (#15). ``status``: one of
+    ``idle``, ``interrupted``, ``pending``, ``error``, or a list of them;
+    ``metadata``: exact equality on the latest root checkpoint's user keys,
+    as ``list(filter=...)``; ``updated_before``/``updated_after``: aware
+    datetimes or epoch seconds, exclusive; ``order``: ``"updated"`` (newest
+    first), ``"-updated"`` or ``"thread_id"``; ``cursor``: a page's
+    ``next_cursor`` (keyset paging: a thread written while paging moves, no
+    other one is skipped or repeated). Bad arguments are a
+    :class:`~tether.errors.ConfigError` naming the argument.
+
 ``prune(thread_ids, *, strategy="keep_latest", keep=1)``
     ``"keep_latest"``: only the newest checkpoint of each namespace remains,
     with its writes. ``"keep_last"``: the newest ``keep`` of each namespace.
@@ -108,6 +122,7 @@ from tether.checkpoint import (
     StoredWrite,
 )
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol, as_typed
+from tether.threads import ThreadOrder, ThreadPage
 from tether.versions import next_str_version
 
 __all__ = ["BaseCheckpointSaver", "PruneStrategy"]
@@ -229,6 +244,20 @@ class BaseCheckpointSaver(Closable, abc.ABC):
     ) -> None:
         """Drop old checkpoints of the given threads (see the module docstring)."""
 
+    @abc.abstractmethod
+    def threads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """One page of the thread index (see the module docstring)."""
+
     # --- async ------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -291,6 +320,20 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         keep: int = 1,
     ) -> None:
         """Async :meth:`prune`."""
+
+    @abc.abstractmethod
+    async def athreads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Async :meth:`threads`."""
 
     # --- shared, concrete -----------------------------------------------------------
 

@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from tether.checkpoint import ERROR, INTERRUPT, RESUME, SCHEDULED, TASKS, CheckpointTuple
+from tether._status import CONTROL_WRITES, START, State, next_nodes, state_of
+from tether._status import _field as _field
+from tether.checkpoint import ERROR, INTERRUPT, CheckpointTuple
 from tether.errors import ConfigError
 
 __all__ = [
@@ -67,7 +69,6 @@ __all__ = [
     "tree",
 ]
 
-START = "__start__"
 #: Dunder channels that hold the user's own state: a graph whose state is one
 #: value (``StateGraph(int)``) keeps it in ``__root__``; an ``@entrypoint``'s
 #: return value is ``__end__``.
@@ -76,8 +77,6 @@ _USER_DUNDERS = frozenset({"__root__", "__end__"})
 #: tether's runtime write ``branch:to:NODE`` and ``join:A+B:NODE``; LangGraph
 #: before 0.3 wrote ``start:NODE`` and ``branch:NODE:COND:TARGET``.
 _INTERNAL_PREFIXES = ("branch:", "join:", "start:")
-#: Pending writes that are a task's control signals, not the values it wrote.
-_CONTROL_WRITES = frozenset({ERROR, INTERRUPT, RESUME, SCHEDULED, "__error_source_node__"})
 
 
 # --- channels -----------------------------------------------------------------------
@@ -99,95 +98,7 @@ def is_internal(channel: str) -> bool:
     return channel.startswith(_INTERNAL_PREFIXES)
 
 
-def _trigger_target(channel: str) -> str | None:
-    """The node a trigger channel starts (``branch:to:X`` / ``join:A+B:X`` -> ``X``)."""
-    if channel == START:
-        return START
-    if channel.startswith("branch:to:"):
-        return channel[len("branch:to:") :]
-    if channel.startswith("join:"):
-        return channel.rpartition(":")[2] or None
-    return None
-
-
-def _available(channel: str, value: Any) -> bool:
-    """Whether a stored trigger channel value would fire its node (``is_available``).
-
-    ``branch:to:X`` holds ``None`` (``EphemeralValue``) or, for a deferred
-    node, ``(value, finished)`` (``LastValueAfterFinish``); ``join:A+B:X``
-    holds the set of names seen (``NamedBarrierValue``, a sorted list in
-    tether's runtime) or ``(seen, finished)`` for a deferred node, and fires
-    once every name was seen.
-    """
-    if channel.startswith("join:"):
-        names = set(channel[len("join:") :].rpartition(":")[0].split("+"))
-        finished = True
-        if isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[1], bool):
-            value, finished = value
-        try:
-            return finished and set(value) == names
-        except TypeError:
-            return False
-    if isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[1], bool):
-        return value[1]
-    return True
-
-
-def _newer(version: Any, seen: Any) -> bool:
-    if seen is None:
-        return True
-    if type(version) is not type(seen):
-        return str(version) > str(seen)
-    try:
-        return bool(version > seen)
-    except TypeError:
-        return str(version) > str(seen)
-
-
-def next_nodes(checkpoint: Mapping[str, Any]) -> tuple[str, ...]:
-    """The nodes the superstep after ``checkpoint`` would run, as LangGraph derives them.
-
-    A node runs when a channel it triggers on (``branch:to:NODE``, a full
-    ``join:...:NODE`` barrier, ``__start__`` for the input node) holds a
-    value and has a version newer than the one ``versions_seen[NODE]``
-    records for it; every ``Send`` in ``__pregel_tasks`` runs its node once
-    more. The order is LangGraph's: ``Send`` targets first, in packet order,
-    then triggered nodes by name. This is ``StateSnapshot.next`` of
-    ``get_state_history``; ``get_state`` on the latest checkpoint also leaves
-    out tasks whose writes are already saved (a run cut short mid-step).
-
-    Only the trigger channels' values are read (``channel_values`` must be
-    the checkpoint's decoded values).
-    """
-    values: Mapping[str, Any] = checkpoint.get("channel_values") or {}
-    versions: Mapping[str, Any] = checkpoint.get("channel_versions") or {}
-    seen_all: Mapping[str, Mapping[str, Any]] = checkpoint.get("versions_seen") or {}
-    pushed = [
-        node
-        for packet in values.get(TASKS) or ()
-        if isinstance(node := _field(packet, "node"), str)
-    ]
-    pulled: set[str] = set()
-    for channel, version in versions.items():
-        node = _trigger_target(channel)
-        if node is None or node in pulled or channel not in values:
-            continue
-        if not _available(channel, values[channel]):
-            continue
-        if _newer(version, (seen_all.get(node) or {}).get(channel)):
-            pulled.add(node)
-    return (*pushed, *sorted(pulled))
-
-
-def _field(value: Any, name: str) -> Any:
-    if isinstance(value, Mapping):
-        return value.get(name)
-    return getattr(value, name, None)
-
-
 # --- status ---------------------------------------------------------------------------
-
-State = Literal["idle", "interrupted", "pending", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +145,7 @@ def status(tup: CheckpointTuple) -> Status:
     """
     writes = tup.pending_writes or ()
     errors = tuple(value for _, channel, value in writes if channel == ERROR)
-    wrote = {task for task, channel, _ in writes if channel not in _CONTROL_WRITES}
+    wrote = {task for task, channel, _ in writes if channel not in CONTROL_WRITES}
     interrupts = tuple(
         _interrupt_value(item)
         for task, channel, value in writes
@@ -242,11 +153,12 @@ def status(tup: CheckpointTuple) -> Status:
         for item in (value if isinstance(value, list | tuple) else (value,))
     )
     nxt = next_nodes(tup.checkpoint)
-    if errors:
+    state = state_of(((task, channel) for task, channel, _ in writes), bool(nxt))
+    if state == "error":
         return Status("error", nxt, interrupts, errors)
-    if interrupts:
+    if state == "interrupted":
         return Status("interrupted", nxt, interrupts)
-    return Status("pending" if nxt else "idle", nxt)
+    return Status(state, nxt)
 
 
 def _interrupt_value(item: Any) -> Any:

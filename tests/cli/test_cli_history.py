@@ -245,7 +245,44 @@ def test_threads_json(sqlite_store: str) -> None:
         "status",
         "next",
         "interrupts",
+        # from the thread index (#15), after the keys of before
+        "updated_at",
+        "created_at",
+        "bytes",
+        "metadata",
     ]
+
+
+def test_threads_filters_and_pages_from_the_index(sqlite_store: str) -> None:
+    """``--status``, ``--older-than`` and ``--limit``/``--cursor`` ask saver.threads() (#15)."""
+    waiting = ok_json("threads", sqlite_store, "--status", "interrupted")
+    assert [i["thread_id"] for i in waiting] == ["waiting"]
+    assert waiting[0]["interrupts"] == [{"question": "send this answer?", "messages": 6}]
+    two = ok_json("threads", sqlite_store, "--status", "idle", "--status", "error")
+    assert [i["thread_id"] for i in two] == ["broken", "chat", "done"]
+    assert ok_json("threads", sqlite_store, "--older-than", "7d") == []
+    assert len(ok_json("threads", sqlite_store, "--older-than", "0s")) == len(THREADS)
+    seen: list[str] = []
+    args = ["threads", sqlite_store, "--limit", "2", "--order", "-updated", "--json"]
+    cursor: list[str] = []
+    while True:
+        result = CliRunner().invoke(cli, [*args, *cursor], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        page = json.loads(result.stdout)
+        assert 1 <= len(page) <= 2
+        seen += [i["thread_id"] for i in page]
+        if "next page: --cursor" not in result.stderr:
+            break
+        cursor = ["--cursor", result.stderr.split("--cursor", 1)[1].strip()]
+    assert sorted(seen) == sorted(THREADS)
+    text = CliRunner().invoke(cli, ["threads", sqlite_store, "--limit", "1"])
+    assert "next page: --cursor" in text.stdout
+    bad = CliRunner().invoke(cli, ["threads", sqlite_store, "--older-than", "soon"])
+    assert bad.exit_code == 2
+    assert "not a duration" in bad.output
+    bad = CliRunner().invoke(cli, ["threads", sqlite_store, "--cursor", "nope"])
+    assert bad.exit_code == 1
+    assert "cursor" in bad.stderr
 
 
 def _copy(store: str, tmp_path: Path) -> str:

@@ -333,3 +333,23 @@ def test_a_head_pointed_at_another_version_is_refused(raw: Raw) -> None:
             )
     with raw.saver(ring("k1")) as saver, pytest.raises(DecodeError, match="authenticate"):
         saver.get_tuple(_config("t"))
+
+
+# --- the thread index (#15) of an encrypting saver ---------------------------------------
+
+
+def test_the_thread_index_holds_no_sealed_metadata(raw: Raw) -> None:
+    """The index keeps the clear metadata keys only; a filter on a sealed key is refused."""
+    with raw.saver(ring("k1", clear_metadata=("tenant",))) as saver:
+        fill(saver, "t", 2)
+        config = {"configurable": {"thread_id": "u"}}
+        ck = empty_checkpoint()
+        ck["id"] = str(uuid6())
+        saver.put(config, ck, {"source": "input", "step": -1, "tenant": "acme", "pii": "x"}, {})
+        summaries = {s.thread_id: s for s in saver.threads().items}
+        assert set(summaries) == {"t", "u"}
+        assert summaries["t"].metadata == {}  # user_secret is sealed
+        assert summaries["u"].metadata == {"tenant": "acme"}
+        assert [s.thread_id for s in saver.threads(metadata={"tenant": "acme"}).items] == ["u"]
+        with pytest.raises(ConfigError, match="pii"):
+            saver.threads(metadata={"pii": "x"})

@@ -116,7 +116,20 @@ def _put_params() -> dict[str, Any]:
         "blobs": [b"x"],
         "bases": [None],
         "named": json.dumps({"messages": 1, "step": 1}),
+        **_INDEX_PARAMS,
     }
+
+
+# The thread index's parameters of a put (#15); a candidate trigger so that the
+# carried-over test is planned too.
+_INDEX_PARAMS: dict[str, Any] = {
+    "ix_now": 1,
+    "ix_bytes": 10,
+    "ix_root": True,
+    "ix_ts": None,
+    "ix_runnable": False,
+    "ix_candidates": ["branch:to:n"],
+}
 
 
 def _writes_params() -> dict[str, Any]:
@@ -126,6 +139,8 @@ def _writes_params() -> dict[str, Any]:
         "checkpoint_id": "c000049",
         "task_id": "task2",
         "task_path": "",
+        "ix_now": 1,
+        "ix_bytes": 10,
     }
     for half in ("s_", "o_"):
         params |= {
@@ -258,11 +273,14 @@ async def test_writes_and_thread_operations_are_one_statement_or_one_transaction
     log.clear()
     saver.put_writes(configs[-1], [("x", 1), ("__error__", "e"), ("y", 2)], "task")
     assert len(log) == 1
+    # Thread operations recount each thread's index row in their transaction
+    # (#15): a delete, a read, a recount and a restate, plus the read and decode
+    # of a latest root checkpoint that moved (delete_for_runs, copy_thread).
     for op, args, most in [
-        ("copy_thread", ("t", "u"), 1),
+        ("copy_thread", ("t", "u"), 8),
         ("delete_thread", ("u",), 1),
-        ("prune", (["t"],), 3),
-        ("delete_for_runs", (["r"],), 3),
+        ("prune", (["t"],), 7),
+        ("delete_for_runs", (["r"],), 8),
     ]:
         log.clear()
         getattr(saver, op)(*args)
@@ -466,7 +484,8 @@ def test_reads_and_puts_of_a_wide_checkpoint_touch_pages_linearly(pg_dsn: str) -
                 saver.serde, core._codec, None, cfg, child, {}, new, inline=inline_value
             )
             put = sql.put if plan.values else sql.put_inline
-            got["put (carry-over)"].append(_buffers(conn, put, put_params(plan, plan.values)))
+            params = put_params(plan, plan.values) | _INDEX_PARAMS
+            got["put (carry-over)"].append(_buffers(conn, put, params))
             stored = saver.put(cfg, child, {}, new)
             key = (f"t{n}", "", stored["configurable"]["checkpoint_id"])
             got["get_tuple"].append(_buffers(conn, sql.get_by_id, key))

@@ -27,6 +27,7 @@ TABLES = (
     "tether_migrations",
     "tether_leases",
     "tether_write_counts",
+    "tether_threads",
 )
 INDEXES = {
     "tether_checkpoints_pkey",
@@ -40,6 +41,9 @@ INDEXES = {
     "tether_migrations_pkey",
     "tether_leases_pkey",
     "tether_write_counts_pkey",
+    "tether_threads_pkey",
+    "tether_threads_updated_idx",
+    "tether_threads_status_idx",
 }
 
 
@@ -345,3 +349,49 @@ def test_a_store_of_the_previous_version_is_renamed_in_place_with_its_data(
     for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
         gone = admin.execute("SELECT to_regclass(%s)", (f'"{old}".{table}',)).fetchone()
         assert gone == (None,)
+
+
+def test_a_store_of_the_previous_version_gets_a_thread_index_equal_to_a_scan(
+    pg_dsn: str, admin: psycopg.Connection[Any]
+) -> None:
+    """The thread-index migration creates tether_threads and fills it (counts and the
+    latest root checkpoint in SQL, each status from the decoded latest checkpoint);
+    the rows then follow every put (#15)."""
+    import asyncio
+
+    from tether.checkpoint import ERROR, INTERRUPT
+    from tether.testing._driver import Driver, new_checkpoint
+    from tether.testing._threads import check_index, scan
+
+    schema = fresh_schema()
+    names = ["idle", "asked", "failed"]
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+        configs = {}
+        for name in names:
+            cfg: Any = make_config(name)
+            for i in range(3):
+                cp = new_checkpoint({"n": i}, {"n": f"{i + 1}"})
+                cfg = saver.put(cfg, cp, {"step": i, "user": name}, {"n": f"{i + 1}"})
+            sub = new_checkpoint({}, {})
+            saver.put(make_config(name, "sub:1"), sub, {"step": 0}, {})
+            configs[name] = cfg
+        saver.put_writes(configs["asked"], [(INTERRUPT, ["approve?"])], "task")
+        saver.put_writes(configs["failed"], [(ERROR, "ValueError('no')")], "task")
+        expected = asyncio.run(scan(Driver(saver, "sync"), names))
+    assert {v["status"] for v in expected.values()} == {"idle", "interrupted", "error"}
+    # The previous version's store: the same tables without the index (migrations
+    # are append-only, and the last one only adds it).
+    admin.execute(f'DROP TABLE "{schema}".tether_threads')
+    admin.execute(
+        f'DELETE FROM "{schema}".tether_migrations WHERE v = %s', (_schema.SCHEMA_VERSION,)
+    )
+    assert versions(admin, schema)[-1] == _schema.SCHEMA_VERSION - 1
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+        driver = Driver(saver, "sync")
+        asyncio.run(check_index(driver, names, "migrated"))
+        saver.put(configs["idle"], new_checkpoint({}, {}), {"step": 9, "user": "x"}, {})
+        asyncio.run(check_index(driver, names, "a put after the migration"))
+    assert versions(admin, schema) == list(range(1, _schema.SCHEMA_VERSION + 1))
+    assert indexes(admin, schema) == dict.fromkeys(INDEXES, True)

@@ -37,7 +37,9 @@ def _store(path: Path) -> str:
             second["channel_versions"] = {"n": "1"}
             saver.put(stored, second, {"source": "loop", "step": 0}, {})
     with sqlite3.connect(path) as conn:
-        for table in ("tether_checkpoints", "tether_blobs", "tether_writes"):
+        # tether_threads too: a store migrated from a version without the thread
+        # index gets its rows from these tables (#15).
+        for table in ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_threads"):
             conn.execute(f"UPDATE {table} SET thread_id = ? WHERE thread_id = 'legacy'", (LEGACY,))
     conn.close()
     return str(path)

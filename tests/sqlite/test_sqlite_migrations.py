@@ -54,6 +54,7 @@ _OPTIONS: dict[int, dict[str, Any]] = {
     4: {"inline_primitives": False},
     5: {"inline_primitives": False},
     6: {"inline_primitives": False},
+    7: {},
 }
 
 
@@ -69,7 +70,7 @@ def _old_store(tmp_path: Path, version: int) -> tuple[Path, list[tuple[Any, ...]
     return old, expected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
 def test_a_populated_store_of_each_version_migrates_with_everything_equal(
     tmp_path: Path, version: int
 ) -> None:
@@ -114,11 +115,16 @@ def test_a_populated_store_of_each_version_migrates_with_everything_equal(
         # rows from before version 5 carry no write count and no blob checksum
         counted = conn.execute("SELECT count(*), count(nwrites) FROM tether_checkpoints").fetchone()
         blob_sums = conn.execute("SELECT count(*), count(checksum) FROM tether_blobs").fetchone()
-    assert tables == {"tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"}
+    assert tables == {
+        *("tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"),
+        "tether_threads",
+    }
     assert indexes == {
         "tether_checkpoints_thread_order",
         "tether_checkpoints_order",
         "tether_checkpoints_run",
+        "tether_threads_updated",
+        "tether_threads_status",
     }
     if version < 4:
         assert checksums == (len(expected) + 1, 1)
@@ -193,7 +199,8 @@ def test_a_v3_store_whose_header_reads_2_is_refused_untouched(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(
-    ("recorded", "shape"), [(4, 6), (3, 6), (4, 5), (3, 4), (2, 4), (0, 4), (1, 3), (0, 3)]
+    ("recorded", "shape"),
+    [(7, 8), (6, 8), (4, 8), (3, 8), (4, 5), (3, 4), (2, 4), (0, 4), (1, 3), (0, 3)],
 )
 def test_every_mismatch_of_header_and_tables_is_refused(
     tmp_path: Path, recorded: int, shape: int
@@ -206,8 +213,8 @@ def test_every_mismatch_of_header_and_tables_is_refused(
         path, _ = _old_store(tmp_path, shape)
     _set_version(path, recorded)
     before = _digest(path)
-    # the hint names the first version with those tables (5 and 6 share them:
-    # 6 changed what rows hold, not the tables; 5 then migrates to 6 in place)
+    # the hint names the first version with those tables (5, 6 and 7 share them:
+    # 6 and 7 changed what rows hold, not the tables; 5 then migrates in place)
     same = min(v for v in range(shape + 1) if expected_shape(v) == expected_shape(shape))
     with pytest.raises(SchemaVersionError, match=f"user_version = {same}`"):
         SqliteSaver(path)
@@ -301,3 +308,51 @@ def test_read_only_refuses_a_newer_store(tmp_path: Path) -> None:
     _set_version(path, SCHEMA_VERSION + 1)
     with pytest.raises(SchemaVersionError, match="upgrade tether"):
         SqliteSaver(path, read_only=True)
+
+
+def test_a_store_of_version_6_gets_a_thread_index_equal_to_a_scan(tmp_path: Path) -> None:
+    """Migration 6 -> 7 creates tether_threads and fills it: counts, namespaces, the
+    latest root checkpoint and its metadata in SQL, the status from the decoded latest
+    checkpoint (#15); times from the checkpoints' ts."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from tether.checkpoint import ERROR, INTERRUPT
+    from tether.testing._driver import Driver
+    from tether.testing._threads import check_index, scan
+
+    current = tmp_path / "current.db"
+    with SqliteSaver(current) as saver:
+        populate(saver, deltas=True)
+        # statuses other than idle: an interrupt and an error on latest root checkpoints
+        one = saver.get_tuple(thread("thread-1"))
+        two = saver.get_tuple(thread("thread-2"))
+        assert one is not None
+        assert two is not None
+        saver.put_writes(one.config, [(INTERRUPT, ["approve?"])], "task-1")
+        saver.put_writes(two.config, [(ERROR, "ValueError('no')")], "task-2")
+        names = [f"thread-{t}" for t in range(3)]
+        expected = asyncio.run(scan(Driver(saver, "sync"), names))
+    assert {v["status"] for v in expected.values()} == {"idle", "interrupted", "error"}
+    old = tmp_path / "v6.db"
+    as_version(current, old, 6)
+    with sqlite3.connect(old) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'tether_threads'"
+        ).fetchone() == (0,)
+    with SqliteSaver(old) as saver:
+        asyncio.run(check_index(Driver(saver, "sync"), names, "migrated"))
+        rows = {r.thread_id: r for r in saver.threads(order="thread_id")}
+        for name in names:  # the first and last ts of the thread (julianday: ms precision)
+            stamps = [
+                datetime.fromisoformat(t.checkpoint["ts"]).astimezone(UTC)
+                for t in saver.list({"configurable": {"thread_id": name}})
+            ]
+            assert abs((rows[name].updated_at - max(stamps)).total_seconds()) < 0.002
+            assert abs((rows[name].created_at - min(stamps)).total_seconds()) < 0.002
+        # and it is kept from there on
+        latest = saver.get_tuple(thread("thread-0"))
+        assert latest is not None
+        step(saver, latest.config, latest.checkpoint, {"extra": 1})
+        asyncio.run(check_index(Driver(saver, "sync"), names, "a put after the migration"))
+    assert user_version(old) == SCHEMA_VERSION

@@ -27,7 +27,10 @@ def test_new_file_gets_the_current_schema_and_wal(db_path: Path) -> None:
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"} == tables
+    assert {
+        *("tether_checkpoints", "tether_blobs", "tether_writes", "tether_meta"),
+        "tether_threads",
+    } == tables
 
 
 def test_reopening_is_idempotent_and_keeps_data(db_path: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from tether.checkpoint import (
 
 if TYPE_CHECKING:
     from tether.base import PruneStrategy
+    from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["InlineAsyncMixin", "ThreadedAsyncMixin"]
 
@@ -85,6 +87,17 @@ class _SyncMethods:
             strategy: PruneStrategy = "keep_latest",
             keep: int = 1,
         ) -> None: ...
+        def threads(
+            self,
+            *,
+            status: str | Sequence[str] | None = None,
+            metadata: Mapping[str, Any] | None = None,
+            updated_before: Any = None,
+            updated_after: Any = None,
+            order: ThreadOrder = "updated",
+            limit: int | None = None,
+            cursor: str | None = None,
+        ) -> ThreadPage: ...
 
 
 class InlineAsyncMixin(_SyncMethods):
@@ -147,6 +160,27 @@ class InlineAsyncMixin(_SyncMethods):
         keep: int = 1,
     ) -> None:
         self.prune(thread_ids, strategy=strategy, keep=keep)
+
+    async def athreads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        return self.threads(
+            status=status,
+            metadata=metadata,
+            updated_before=updated_before,
+            updated_after=updated_after,
+            order=order,
+            limit=limit,
+            cursor=cursor,
+        )
 
 
 def _next_page(it: Iterator[CheckpointTuple], n: int) -> list[CheckpointTuple]:
@@ -236,3 +270,27 @@ class ThreadedAsyncMixin(_SyncMethods):
         keep: int = 1,
     ) -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, keep=keep)
+
+    async def athreads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        return await asyncio.to_thread(
+            functools.partial(
+                self.threads,
+                status=status,
+                metadata=metadata,
+                updated_before=updated_before,
+                updated_after=updated_after,
+                order=order,
+                limit=limit,
+                cursor=cursor,
+            )
+        )

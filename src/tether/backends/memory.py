@@ -25,6 +25,12 @@ references under the lock and decodes after releasing it.
 
 Speed is not a goal here (#14): the persistent backends are measured in
 ``bench/``; this one is the plain, obviously-correct reference.
+
+Why one long module: it is the reference, one class that shows every
+operation of the contract over plain dictionaries (puts and reads, thread
+operations, the thread index, rekeying); the shared rules are already in
+the record layer, and splitting the class would scatter what a reader
+comes here to see in one place.
 """
 
 from __future__ import annotations
@@ -34,12 +40,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tether._status import state_of
 from tether.backends._bridge import InlineAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._payload import BlobCodec
 from tether.backends._records import (
     BlobKey,
+    PutPlan,
     StoredValue,
     WriteRecord,
     assemble,
@@ -56,6 +64,20 @@ from tether.backends._sealing import (
     reseal_metadata,
     reseal_value,
     reseal_write,
+)
+from tether.backends._threads import (
+    IndexPut,
+    ThreadQuery,
+    after_cursor,
+    check_threads_args,
+    cursor_after,
+    now_micros,
+    plan_index,
+    runnable_of,
+    sort_key,
+    summary,
+    user_metadata,
+    write_bytes,
 )
 from tether.backends._walk import (
     Ancestor,
@@ -74,6 +96,7 @@ from tether.checkpoint import (
     StoredWrite,
 )
 from tether.contract import (
+    EMPTY_TAG,
     check_list_args,
     check_prune,
     check_thread_id,
@@ -84,8 +107,9 @@ from tether.contract import (
     metadata_matches,
 )
 from tether.encryption import Encryption, encryption_from
-from tether.errors import ConfigError
+from tether.errors import ConfigError, DecodeError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
+from tether.threads import ThreadOrder, ThreadPage, ThreadSummary
 
 __all__ = ["GROUP", "InMemorySaver"]
 
@@ -157,6 +181,23 @@ class _Namespace:
         self.blobs = {k: b for k, b in self.blobs.items() if k in live}
 
 
+@dataclass(slots=True)
+class _ThreadRow:
+    """One thread in the index (``tether_threads`` on SQLite and Postgres)."""
+
+    created: int  # epoch microseconds
+    updated: int
+    checkpoints: int = 0
+    namespaces: int = 0
+    bytes: int = 0
+    latest_id: str | None = None  # of the root namespace
+    latest_step: Any = None
+    latest_ts: str | None = None
+    metadata: str = "{}"  # JSON of the latest root checkpoint's user metadata
+    runnable: bool = False  # nodes would run after the latest root checkpoint
+    status: str | None = None
+
+
 # A checkpoint read under the lock, to decode after releasing it.
 _Read = tuple[Address, _Checkpoint, dict[BlobKey, StoredValue], list[WriteRecord]]
 
@@ -197,6 +238,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._codec = BlobCodec(crypt=self._crypt)
         self._lock = threading.Lock()  # not re-entrant: no locked section calls a locked method
         self._threads: dict[str, dict[str, _Namespace]] = {}
+        self._index: dict[str, _ThreadRow] = {}  # the thread index (#15), under the lock
+        self._clock = now_micros
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -340,8 +383,12 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         )
         addr = plan.address
         assert addr.checkpoint_id is not None
+        index = plan_index(plan, checkpoint, new_versions)
         with self._lock:
+            before = self._threads.get(addr.thread_id, {}).get(addr.checkpoint_ns)
+            fresh_ns = before is None or not before.checkpoints  # writes may come first
             ns = self._namespace(addr.thread_id, addr.checkpoint_ns)
+            fresh = addr.checkpoint_id not in ns.checkpoints
             values = plan.resolve(lambda c, v: (c, v) in ns.blobs, self._appends, self._codec)
             missing = [c for c, v in plan.carried.items() if (c, v) not in ns.blobs]
             if missing:
@@ -362,7 +409,38 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 metadata=dumps_json(plan.metadata),
                 unstored=tuple(sorted(missing)),
             )
+            self._index_put(plan, index, ns, fresh=fresh, fresh_ns=fresh_ns)
         return addr.to_config()
+
+    def _index_put(
+        self, plan: PutPlan, index: IndexPut, ns: _Namespace, *, fresh: bool, fresh_ns: bool
+    ) -> None:
+        """The thread's index row after ``plan`` was stored (call under the lock)."""
+        addr = plan.address
+        cid = addr.checkpoint_id
+        assert cid is not None
+        now = self._clock()
+        row = self._index.get(addr.thread_id)
+        if row is None:
+            row = self._index[addr.thread_id] = _ThreadRow(created=now, updated=now)
+        row.updated = now
+        row.checkpoints += fresh
+        row.namespaces += fresh_ns
+        row.bytes += index.bytes + len(dumps_json(plan.metadata))
+        if index.root and (row.latest_id is None or cid >= row.latest_id):
+            runnable = index.runnable or any(
+                (blob := ns.blobs.get((c, v))) is not None and blob[0] != EMPTY_TAG
+                for c, v in index.candidates.items()
+            )
+            row.latest_id, row.latest_step, row.latest_ts = cid, plan.metadata.get("step"), index.ts
+            row.metadata = dumps_json(user_metadata(plan.metadata))
+            row.runnable = runnable
+            row.status = self._state(ns, cid, runnable)
+
+    @staticmethod
+    def _state(ns: _Namespace, cid: str, runnable: bool) -> str:
+        writes = ns.writes.get(cid, {}).values()
+        return state_of(((w.task_id, w.channel) for w in writes), runnable)
 
     def put_writes(
         self,
@@ -380,6 +458,12 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 key = (w.task_id, w.idx)
                 if w.replaces or key not in bucket:  # ordinary writes: insert-or-ignore
                     bucket[key] = w
+            row = self._index.get(addr.thread_id)
+            if row is not None:  # else the checkpoint is not stored (yet): its put counts
+                row.updated = self._clock()
+                row.bytes += write_bytes(w.value for w in records)
+                if addr.checkpoint_ns == "" and addr.checkpoint_id == row.latest_id:
+                    row.status = self._state(ns, addr.checkpoint_id, row.runnable)
 
     # --- thread operations -----------------------------------------------------------------
 
@@ -392,6 +476,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         tid = check_thread_id(thread_id, bounded=False)
         with self._lock:
             self._threads.pop(tid, None)
+            self._index.pop(tid, None)
         self._forget([tid])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -412,6 +497,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                         del spaces[name]
                 if not spaces:
                     del self._threads[tid]
+            for tid in dict.fromkeys(touched):
+                self._refresh(tid)
         self._forget(touched)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -434,6 +521,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                 into.blobs.update(ns.blobs)
                 for cid, bucket in ns.writes.items():
                     into.writes.setdefault(cid, {}).update(bucket)
+            self._refresh(dst, written=True)
 
     def _sealed_for(self, src: str, dst: str, name: str, ns: _Namespace) -> _Namespace:
         """A namespace's records as thread ``dst`` stores them (itself when nothing is sealed)."""
@@ -486,13 +574,85 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     continue
                 if n == 0:
                     del self._threads[tid]
+                    self._index.pop(tid, None)
                     continue
                 for ns in spaces.values():
                     kept = set(sorted(ns.checkpoints, reverse=True)[:n])
                     ns.checkpoints = {c: r for c, r in ns.checkpoints.items() if c in kept}
                     ns.writes = {c: w for c, w in ns.writes.items() if c in kept}
                     ns.collect_blobs()
+                self._refresh(tid)
         self._forget(tids)
+
+    # --- the thread index (#15) ------------------------------------------------------------
+
+    def _refresh(self, tid: str, *, written: bool = False) -> None:
+        """Recount a thread's index row after a thread operation (call under the lock).
+
+        The latest root checkpoint may have changed (``delete_for_runs``,
+        ``copy_thread`` into it): then whether its next nodes would run is
+        read from its decoded values (:func:`runnable_of`), and a value this
+        saver cannot decode leaves the status unknown (``None``).
+        """
+        spaces = {n: ns for n, ns in self._threads.get(tid, {}).items() if ns.checkpoints}
+        if not spaces:
+            self._index.pop(tid, None)
+            return
+        now = self._clock()
+        row = self._index.get(tid)
+        if row is None:
+            row = self._index[tid] = _ThreadRow(created=now, updated=now)
+        if written:
+            row.updated = now
+        row.checkpoints = sum(len(ns.checkpoints) for ns in spaces.values())
+        row.namespaces = len(spaces)
+        row.bytes = sum(_bytes(ns) for ns in spaces.values())
+        root = spaces.get("")
+        latest = root.latest() if root is not None else None
+        if latest is None or root is None:
+            row.latest_id = row.latest_step = row.latest_ts = row.status = None
+            row.metadata, row.runnable = "{}", False
+            return
+        if latest != row.latest_id:
+            record = root.checkpoints[latest]
+            meta = loads_json(record.metadata)
+            read = self._read(tid, "", latest)
+            assert read is not None
+            try:
+                tup = self._assemble(read)
+            except DecodeError:
+                tup = None
+            row.latest_id, row.latest_step = latest, meta.get("step")
+            row.latest_ts = tup.checkpoint.get("ts") if tup is not None else None
+            row.metadata = dumps_json(user_metadata(meta))
+            row.runnable = tup is not None and runnable_of(tup)
+            row.status = None if tup is None else self._state(root, latest, row.runnable)
+        elif row.status is not None:
+            row.status = self._state(root, latest, row.runnable)
+
+    def threads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        query = check_threads_args(
+            status, metadata, updated_before, updated_after, order, limit, cursor
+        )
+        if self._crypt is not None and query.metadata:
+            self._crypt.check_filter(query.metadata)  # a sealed key is not in the index
+        with self._lock:
+            rows = [
+                (tid, replace(row)) for tid, row in self._index.items() if _wanted(query, tid, row)
+            ]
+        rows.sort(key=lambda item: sort_key(query, item[1].updated, item[0]))
+        page = [_summary(tid, row) for tid, row in rows[: query.limit]]
+        return ThreadPage(page, cursor_after(query, page, len(rows) > query.limit))
 
     # --- maintenance -------------------------------------------------------------------------
 
@@ -586,3 +746,40 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                         out["writes"] += len(bucket)
                         out["bytes"] += sum(len(w.value or b"") for w in bucket.values())
         return out
+
+
+def _bytes(ns: _Namespace) -> int:
+    """What a namespace's records hold (:meth:`InMemorySaver.stats`'s ``bytes``)."""
+    total = sum(len(r.head[1]) + len(r.metadata.encode()) for r in ns.checkpoints.values())
+    total += sum(len(b[2] or b"") for b in ns.blobs.values())
+    return total + sum(
+        len(w.value or b"") for bucket in ns.writes.values() for w in bucket.values()
+    )
+
+
+def _wanted(query: ThreadQuery, tid: str, row: _ThreadRow) -> bool:
+    if query.statuses is not None and row.status not in query.statuses:
+        return False
+    if query.updated_before is not None and not row.updated < query.updated_before:
+        return False
+    if query.updated_after is not None and not row.updated > query.updated_after:
+        return False
+    if query.metadata and not metadata_matches(loads_json(row.metadata), query.metadata):
+        return False
+    return after_cursor(query, row.updated, tid)
+
+
+def _summary(tid: str, row: _ThreadRow) -> ThreadSummary:
+    return summary(
+        tid,
+        row.status,
+        row.created,
+        row.updated,
+        row.checkpoints,
+        row.namespaces,
+        row.bytes,
+        row.latest_id,
+        row.latest_step,
+        row.latest_ts,
+        loads_json(row.metadata),
+    )

@@ -32,12 +32,13 @@ What the LangGraph runtime expects beyond the method table:
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
-from typing import Self
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Self
 
 from tether import base as tether_base
 from tether.langgraph._adapter_async import _AsyncAdapter
 from tether.langgraph._adapter_sync import _Adapter
+from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["TetherLangGraphSaver"]
 
@@ -69,6 +70,52 @@ class TetherLangGraphSaver(tether_base.Closable, _Adapter, _AsyncAdapter):
     async def aclose(self) -> None:
         """Async :meth:`close`."""
         await self.saver.aclose()
+
+    # --- the thread index (#15): the wrapped saver's ----------------------------------
+
+    def threads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """One page of the thread index (:meth:`tether.base.BaseCheckpointSaver.threads`)."""
+        return self.saver.threads(
+            status=status,
+            metadata=metadata,
+            updated_before=updated_before,
+            updated_after=updated_after,
+            order=order,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    async def athreads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        """Async :meth:`threads`."""
+        return await self.saver.athreads(
+            status=status,
+            metadata=metadata,
+            updated_before=updated_before,
+            updated_after=updated_after,
+            order=order,
+            limit=limit,
+            cursor=cursor,
+        )
 
     # --- LangGraph runtime hooks ------------------------------------------------------
 

@@ -38,6 +38,7 @@ from tether.testing._driver import (
 )
 from tether.testing._history import HistoryContract
 from tether.testing._model import Op, programs, run_program
+from tether.testing._threads import ThreadsContract
 
 __all__ = ["SaverContract"]
 
@@ -119,7 +120,7 @@ INJECTION_KEYS = [
 ]
 
 
-class SaverContract(HistoryContract):
+class SaverContract(HistoryContract, ThreadsContract):
     """The saver contract as pytest tests; subclass it and provide a ``saver`` fixture."""
 
     # --- fixtures -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from tether.checkpoint import (
     make_config,
 )
 from tether.ids import uuid6
+from tether.threads import ThreadPage
 
 __all__ = [
     "MODES",
@@ -145,6 +146,10 @@ class Driver:
 
     async def prune(self, thread_ids: Any, *, strategy: str = "keep_latest", keep: int = 1) -> None:
         await self._call("prune", thread_ids, strategy=strategy, keep=keep)
+
+    async def threads(self, **kwargs: Any) -> ThreadPage:
+        out: ThreadPage = await self._call("threads", **kwargs)
+        return out
 
 
 class Line:

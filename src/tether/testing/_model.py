@@ -17,12 +17,14 @@ from hypothesis import strategies as st
 
 from tether.checkpoint import ERROR, INTERRUPT, WRITES_IDX_MAP, make_config
 from tether.testing._driver import Driver, cid, new_checkpoint
+from tether.testing._threads import check_index
 
 __all__ = ["programs", "run_program"]
 
 THREADS = ("A", "B", "C")
 NAMESPACES = ("", "sub:1")
-CHANNELS = ("a", "b", "c")
+#: "branch:to:n" is a trigger: its value makes the thread index's status pending (#15).
+CHANNELS = ("a", "b", "c", "branch:to:n")
 RUNS = ("r1", "r2")
 CLEAR = "<clear>"
 
@@ -211,6 +213,7 @@ async def run_program(driver: Driver, program: list[Op]) -> None:
     for i, op in enumerate(program):
         await _apply(driver, model, name, op)
         await _compare(driver, model, name, f"op #{i} {op!r}")
+        await check_index(driver, [name[t] for t in THREADS], f"op #{i} {op!r}")
     for t in THREADS:
         for ns in NAMESPACES:
             space = model.threads.get(t, {}).get(ns, {})

@@ -46,6 +46,17 @@ from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._records import decode_writes, encode_put, encode_writes
 from tether.backends._sealing import metadata_is_current, refuse_copy, rekey_codec
 from tether.backends._sqlbase import BlobCodec
+from tether.backends._threads import (
+    IndexPut,
+    ThreadQuery,
+    cursor_after,
+    now_micros,
+    plan_index,
+    runnable_of,
+    summary,
+    user_metadata,
+    write_bytes,
+)
 from tether.backends._walk import (
     delta_history,
     walk_delta,
@@ -94,12 +105,14 @@ from tether.contract import (
     check_thread_id,
     check_thread_ids,
     checkpoint_address,
+    dumps_json,
     loads_json,
     metadata_matches,
 )
 from tether.encryption import Encryption
 from tether.errors import (
     ConfigError,
+    DecodeError,
     MigrationError,
     SchemaVersionError,
     StorageError,
@@ -109,6 +122,7 @@ from tether.errors import (
     shown,
 )
 from tether.serde.base import SerializerProtocol
+from tether.threads import ThreadPage
 
 if True:  # ASYNC
     import asyncio
@@ -185,6 +199,7 @@ class _AsyncPostgresCore:
         # Set by the saver's close(): every later operation, and the next page
         # of a listing already under way, raises it instead of using a resource.
         self._closed: StorageError | None = None
+        self._clock = now_micros  # the thread index's times (#15)
 
     def mark_closed(self, error: StorageError) -> None:
         """Refuse every operation from now on with ``error`` (the saver was closed)."""
@@ -482,7 +497,8 @@ class _AsyncPostgresCore:
                 query = sql.put_named_fenced if named else sql.put_fenced
             else:
                 query = sql.put_named_inline_fenced if named else sql.put_inline_fenced
-        params = put_params(plan, plan.values)
+        index = _index_params(plan_index(plan, checkpoint, new_versions), self._clock())
+        params = {**put_params(plan, plan.values), **index}
         try:
             await self._put(what, query, params, epoch)
         except TetherError as exc:
@@ -493,7 +509,7 @@ class _AsyncPostgresCore:
                 exc.__cause__, psycopg.errors.ForeignKeyViolation
             ):
                 raise
-            params = put_params(plan, plan.whole(self._appends, self._codec))
+            params = {**put_params(plan, plan.whole(self._appends, self._codec)), **index}
             await self._put(what, query, params, epoch)
         return at.to_config()
 
@@ -514,6 +530,8 @@ class _AsyncPostgresCore:
     ) -> None:
         addr, records = encode_writes(serde, self._codec, config, writes, task_id, task_path)
         params, special = write_params(addr, task_id, task_path, records)
+        params["ix_now"] = self._clock()
+        params["ix_bytes"] = write_bytes(w.value for w in records)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"
@@ -545,7 +563,9 @@ class _AsyncPostgresCore:
             await conn.execute(self._sql.sweep_writes, params)
             await conn.execute(self._sql.sweep_blobs, params)
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+    async def adelete_for_runs(
+        self, run_ids: Sequence[str], serde: SerializerProtocol | None = None
+    ) -> None:
         runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if not runs:
             return
@@ -555,11 +575,18 @@ class _AsyncPostgresCore:
                 cur = await _execute_tuples(conn, self._sql.delete_runs, {"runs": runs})
                 threads = [r[0] for r in await cur.fetchall()]
                 await self._async_sweep(conn, threads)
+                for tid in sorted(set(threads)):
+                    await self._async_reindex(conn, serde, tid)
                 self._forget(threads)
 
         await self._run(f"delete_for_runs {runs!r}", op)
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    async def acopy_thread(
+        self,
+        source_thread_id: str,
+        target_thread_id: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
         src = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
@@ -573,11 +600,15 @@ class _AsyncPostgresCore:
                 if self._codec.crypt is not None:
                     await conn.execute(self._sql.copy_thread, params)
                     await self._async_reseal_copy(conn, src, dst)
-                    return
-                cur = await _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
-                sealed = await cur.fetchone()
-                if sealed is not None and sealed[0]:
-                    raise refuse_copy(src)  # rolls the copy back
+                else:
+                    cur = await _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
+                    sealed = await cur.fetchone()
+                    if sealed is not None and sealed[0]:
+                        raise refuse_copy(src)  # rolls the copy back
+                if await self._async_has_rows(conn, src):
+                    index = self._sql.index_statements()
+                    await conn.execute(index["create"], {"thread_id": dst, "now": self._clock()})
+                    await self._async_reindex(conn, serde, dst)
 
         await self._run(what, op)
 
@@ -702,9 +733,100 @@ class _AsyncPostgresCore:
                     return
                 await conn.execute(self._sql.prune_checkpoints, {"threads": tids, "keep": n})
                 await self._async_sweep(conn, tids)
+                for tid in tids:
+                    await self._async_reindex(conn, None, tid)
 
         await self._run(f"prune ({strategy}) of threads {tids!r}", op)
         self._forget(tids)
+
+    # --- the thread index (#15) ------------------------------------------------------
+
+    async def athreads(self, query: ThreadQuery) -> ThreadPage:
+        q = self._sql.threads_query(query, jsonb)
+        rows = await self._fetchall("threads", q.text, q.params)
+        items = [
+            summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10] or {})
+            for r in rows[: query.limit]
+        ]
+        return ThreadPage(items, cursor_after(query, items, len(rows) > query.limit))
+
+    async def _async_has_rows(self, conn: AsyncConnection[Any], tid: str) -> bool:
+        cur = await _execute_tuples(conn, self._sql.index_statements()["has_rows"], (tid,))
+        row = await cur.fetchone()
+        return bool(row and row[0])
+
+    async def _async_reindex(
+        self, conn: AsyncConnection[Any], serde: SerializerProtocol | None, tid: str
+    ) -> None:
+        """Recount ``tid``'s index row from its rows, in the caller's transaction.
+
+        When its newest root checkpoint is not the one the row names, that
+        checkpoint is read back and decoded (``serde``; without one, as after a
+        prune, which keeps every namespace's newest, it cannot have moved).
+        """
+        index = self._sql.index_statements()
+        key = {"thread_id": tid}
+        await conn.execute(index["drop_empty"], key)
+        cur = await _execute_tuples(conn, index["latest"], key)
+        row = await cur.fetchone()
+        if row is None:
+            return
+        await conn.execute(index["recount"], key)
+        if row[0] == row[1] or serde is None:
+            await conn.execute(index["restate"], key)
+        else:
+            await self._async_set_latest(conn, serde, tid, row[1])
+
+    async def _async_set_latest(
+        self, conn: AsyncConnection[Any], serde: SerializerProtocol, tid: str, cid: str | None
+    ) -> None:
+        """Point ``tid``'s index row at root checkpoint ``cid`` (decoded) and restate it."""
+        params: dict[str, Any] = {
+            "thread_id": tid,
+            "latest": cid,
+            "step": None,
+            "ts": None,
+            "metadata": "{}",
+            "runnable": False,
+            "known": False,
+        }
+        if cid is not None:
+            async with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+                if not self._owned:
+                    set_json_loads(loads_json, cur)
+                await cur.execute(self._sql.get_by_id, (tid, "", cid))
+                rows = await cur.fetchall()
+            tup = None
+            meta: dict[str, Any] = {}
+            if rows:
+                meta = dict(rows[0][5] or {})
+                try:
+                    tup = decode_row(serde, self._codec, rows[0], None, self._appends)
+                except DecodeError:
+                    tup = None
+            ts = tup.checkpoint.get("ts") if tup is not None else None
+            params.update(
+                step=dumps_json(meta.get("step")),
+                ts=ts if isinstance(ts, str) else None,
+                metadata=dumps_json(user_metadata(meta)),
+                runnable=tup is not None and runnable_of(tup),
+                known=tup is not None,
+            )
+        await conn.execute(self._sql.index_statements()["set_latest"], params)
+
+    async def _async_rebuild_index(
+        self, conn: AsyncConnection[Any], serde: SerializerProtocol
+    ) -> None:
+        """Read the status of the threads a migration put in the index, 64 a transaction."""
+        index = self._sql.index_statements()
+        while True:
+            async with conn.transaction():
+                cur = await _execute_tuples(conn, index["to_rebuild"], {"status": _schema.REBUILD})
+                rows = await cur.fetchall()
+                for tid, latest in rows:
+                    await self._async_set_latest(conn, serde, tid, latest)
+            if not rows:
+                return
 
     # --- schema -----------------------------------------------------------------------
 
@@ -738,6 +860,7 @@ class _AsyncPostgresCore:
         *,
         refuse: Callable[[Sequence[str]], TetherError] | None = None,
         import_official: Callable[[], Awaitable[None]] | None = None,
+        serde: SerializerProtocol | None = None,
     ) -> None:
         """Create or migrate the schema; then see to LangGraph's official store beside it.
 
@@ -755,6 +878,8 @@ class _AsyncPostgresCore:
                 await self._async_lock_migrations(conn, key)
                 try:
                     pending = await self._async_migrate(conn, refuse)
+                    if serde is not None:
+                        await self._async_rebuild_index(conn, serde)
                     if pending and import_official is not None:
                         await import_official()
                 finally:
@@ -1112,3 +1237,15 @@ class AsyncLease:
                 current = (await self._core._async_lease_state(self))[0]
             raise lost_lease(self.thread_id, self.epoch, current)
         await self._core._async_confirm(self)
+
+
+def _index_params(index: IndexPut, now: int) -> dict[str, Any]:
+    """The thread index's parameters of a put statement (``ix_*``, see ``_sql``)."""
+    return {
+        "ix_now": now,
+        "ix_bytes": index.bytes,
+        "ix_root": index.root,
+        "ix_ts": index.ts,
+        "ix_runnable": index.runnable,
+        "ix_candidates": list(index.candidates),
+    }

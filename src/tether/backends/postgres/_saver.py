@@ -62,6 +62,7 @@ from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._inline import inline_rule
 from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
 from tether.backends._sqlbase import BlobCodec
+from tether.backends._threads import check_threads_args
 from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
 from tether.backends.postgres._leases import LeaseRegistry
@@ -88,6 +89,7 @@ from tether.contract import check_list_args
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, StorageError, TetherError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
+from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["PostgresSaver"]
 
@@ -534,6 +536,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         self._sync_core().setup(
             refuse=self._refuse_official if self._import_official is None else None,
             import_official=self._import_official_threads if self._import_official else None,
+            serde=self.serde,
         )
 
     async def asetup(self) -> None:
@@ -549,6 +552,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         await core.asetup(
             refuse=self._refuse_official if self._import_official is None else None,
             import_official=import_official if self._import_official else None,
+            serde=self.serde,
         )
 
     def _store_name(self, *, password: bool) -> str:
@@ -727,10 +731,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         self._sync_core().delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._sync_core().delete_for_runs(run_ids)
+        self._sync_core().delete_for_runs(run_ids, self.serde)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._sync_core().copy_thread(source_thread_id, target_thread_id)
+        self._sync_core().copy_thread(source_thread_id, target_thread_id, self.serde)
 
     def prune(
         self,
@@ -795,6 +799,28 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if core is None:
             return await asyncio.to_thread(self.rekey_pending, to)
         return await core.arekey_pending(to)
+
+    def _check_index_filter(self, metadata: Mapping[str, Any]) -> None:
+        crypt = self._options["codec"].crypt
+        if crypt is not None and metadata:
+            crypt.check_filter(metadata)  # a sealed key is not in the index
+
+    def threads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        query = check_threads_args(
+            status, metadata, updated_before, updated_after, order, limit, cursor
+        )
+        self._check_index_filter(query.metadata)
+        return self._sync_core().threads(query)
 
     # --- async API --------------------------------------------------------------------
     # The loop's async core when there is one; else (a saver built from a sync
@@ -887,13 +913,13 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         core = await self._aio_core()
         if core is None:
             return await super().adelete_for_runs(run_ids)
-        return await core.adelete_for_runs(run_ids)
+        return await core.adelete_for_runs(run_ids, self.serde)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         core = await self._aio_core()
         if core is None:
             return await super().acopy_thread(source_thread_id, target_thread_id)
-        return await core.acopy_thread(source_thread_id, target_thread_id)
+        return await core.acopy_thread(source_thread_id, target_thread_id, self.serde)
 
     async def aprune(
         self,
@@ -906,3 +932,23 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if core is None:
             return await super().aprune(thread_ids, strategy=strategy, keep=keep)
         return await core.aprune(thread_ids, strategy=strategy, keep=keep)
+
+    async def athreads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        query = check_threads_args(
+            status, metadata, updated_before, updated_after, order, limit, cursor
+        )
+        self._check_index_filter(query.metadata)
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self._sync_core().threads, query)
+        return await core.athreads(query)

@@ -84,6 +84,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether._status import CONTROL_WRITES
+from tether.backends._threads import BUCKET_BITS
+from tether.checkpoint import ERROR, INTERRUPT
+
 __all__ = [
     "BASELINE",
     "BLOBS",
@@ -91,8 +95,10 @@ __all__ = [
     "LEASES",
     "MIGRATIONS",
     "OFFICIAL_TABLES",
+    "REBUILD",
     "RENAMED",
     "SCHEMA_VERSION",
+    "THREADS_TABLE",
     "WRITES",
     "WRITE_COUNTS_TABLE",
     "Migration",
@@ -107,6 +113,7 @@ WRITES = "tether_writes"
 MIGRATIONS_TABLE = "tether_migrations"
 LEASES = "tether_leases"
 WRITE_COUNTS_TABLE = "tether_write_counts"
+THREADS_TABLE = "tether_threads"
 
 #: LangGraph's official PostgresSaver tables (langgraph-checkpoint-postgres).
 OFFICIAL_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
@@ -139,6 +146,105 @@ WRITE_COUNTS = """CREATE TABLE {schema}.tether_write_counts (
     n INTEGER NOT NULL,
     CONSTRAINT tether_write_counts_pkey PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
 )"""
+
+
+THREADS = """CREATE TABLE {schema}.tether_threads (
+    thread_id TEXT COLLATE "C" NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    checkpoints BIGINT NOT NULL,
+    namespaces INTEGER NOT NULL,
+    bytes BIGINT NOT NULL,
+    latest_id TEXT COLLATE "C",
+    latest_step JSONB,
+    latest_ts TEXT COLLATE "C",
+    metadata JSONB NOT NULL DEFAULT '{{}}',
+    runnable BOOLEAN NOT NULL DEFAULT false,
+    status TEXT COLLATE "C",
+    bucket BIGINT NOT NULL,
+    CONSTRAINT tether_threads_pkey PRIMARY KEY (thread_id)
+) WITH (fillfactor = 70)"""
+# The indexes hold bucket, not updated_at (see tether.backends._threads.BUCKET_BITS):
+# a put in the bucket of the thread's previous one, with the status unchanged,
+# changes no indexed column and is a HOT update, for which the fillfactor
+# leaves room on the row's page.
+THREADS_INDEXES = (
+    "CREATE INDEX tether_threads_updated_idx ON {schema}.tether_threads (bucket)",
+    "CREATE INDEX tether_threads_status_idx ON {schema}.tether_threads (status, bucket)",
+)
+
+
+def state_query(writes: str, runnable: str) -> str:
+    """A thread's status (SQL, one value) from ``writes``, a query of a checkpoint's
+    ``(task_id, channel)`` write rows, and ``runnable`` (SQL):
+    :func:`tether._status.state_of` in SQL."""
+    control = ", ".join(f"'{c}'" for c in sorted(CONTROL_WRITES))
+    return f"""(SELECT CASE WHEN bool_or(w.channel = '{ERROR}') THEN 'error'
+            WHEN bool_or(w.channel = '{INTERRUPT}' AND NOT w.wrote) THEN 'interrupted'
+            WHEN {runnable} THEN 'pending' ELSE 'idle' END
+        FROM (SELECT x.channel,
+                     bool_or(x.channel NOT IN ({control})) OVER (PARTITION BY x.task_id) AS wrote
+              FROM ({writes}) x) w)"""  # noqa: S608 -- fixed fragments of this package
+
+
+# The status of a root checkpoint from its stored write rows, as a function: a
+# put calls it only when the checkpoint has writes (they normally come after
+# it), and a function call is all its statement plans and starts up for it, not
+# the subquery's nodes, which a put that does not need them would pay for too.
+THREAD_STATE = f"""CREATE OR REPLACE FUNCTION {{schema}}.tether_thread_state(
+    p_thread TEXT, p_checkpoint TEXT, p_runnable BOOLEAN) RETURNS TEXT
+LANGUAGE plpgsql STABLE AS $fn$
+BEGIN
+    RETURN {
+    state_query(
+        "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
+        "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint",
+        "p_runnable",
+    )
+    .replace("{", "{{")
+    .replace("}", "}}")
+    .replace("{{schema}}", "{schema}")
+};
+END
+$fn$"""  # noqa: S608 -- fixed fragments of this module
+
+#: The status a migration gives every thread with a root checkpoint until the
+#: saver has read its latest checkpoint (``threads()`` shows it as ``None``).
+REBUILD = "rebuild"
+
+# Epoch microseconds of a checkpoint's ts (NULL when it is not a timestamp).
+_MICROS = (
+    "(CASE WHEN {ts} ~ '^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T' "
+    "THEN (extract(epoch FROM ({ts})::timestamptz) * 1000000)::bigint END)"
+)
+
+#: One row per thread of the checkpoints already stored.
+FILL_THREADS = f"""INSERT INTO {{schema}}.tether_threads
+    (thread_id, created_at, updated_at, checkpoints, namespaces, bytes, latest_id,
+     latest_step, latest_ts, metadata, runnable, status, bucket)
+SELECT a.thread_id, coalesce(a.first, a.now), coalesce(a.last, a.now), a.n, a.nss,
+       a.size
+       + coalesce((SELECT sum(octet_length(b.blob)) FROM {{schema}}.tether_blobs b
+                   WHERE b.thread_id = a.thread_id), 0)
+       + coalesce((SELECT sum(octet_length(w.blob)) FROM {{schema}}.tether_writes w
+                   WHERE w.thread_id = a.thread_id), 0),
+       a.latest, r.metadata -> 'step', r.checkpoint ->> 'ts',
+       coalesce(r.metadata, '{{{{}}}}'::jsonb)
+           - 'source' - 'step' - 'parents' - '__tether_sealed__',
+       false,
+       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END,
+       coalesce(a.last, a.now) >> {BUCKET_BITS}
+FROM (
+    SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss,
+           sum(octet_length(checkpoint::text) + octet_length(metadata::text)) AS size,
+           min({_MICROS.format(ts="checkpoint ->> 'ts'")}) AS first,
+           max({_MICROS.format(ts="checkpoint ->> 'ts'")}) AS last,
+           max(checkpoint_id) FILTER (WHERE checkpoint_ns = '') AS latest,
+           (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now
+    FROM {{schema}}.tether_checkpoints GROUP BY thread_id
+) a
+LEFT JOIN {{schema}}.tether_checkpoints r
+  ON r.thread_id = a.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = a.latest"""  # noqa: S608
 
 
 def _collate_c(columns: tuple[str, ...]) -> str:
@@ -346,6 +452,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             "FROM {schema}.tether_writes GROUP BY thread_id, checkpoint_ns, checkpoint_id",
         ),
     ),
+    # The thread index (issue #15): one row per thread, kept by every put and
+    # put_writes in the same statement. Filled from the checkpoints (times from
+    # their ts); each thread's status is marked REBUILD and computed by
+    # setup() right after, from its decoded latest checkpoint, which SQL cannot
+    # read. The indexes are built in the transaction: the table is new.
+    Migration("thread index", (THREADS, *THREADS_INDEXES, THREAD_STATE, FILL_THREADS)),
 )
 
 #: The first version whose tables have tether's own names.
@@ -421,6 +533,9 @@ BASELINE: tuple[str, ...] = (
     CONSTRAINT tether_leases_pkey PRIMARY KEY (thread_id)
 )""",
     WRITE_COUNTS,
+    THREADS,
+    *THREADS_INDEXES,
+    THREAD_STATE,
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"

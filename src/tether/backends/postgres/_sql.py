@@ -7,6 +7,12 @@ filter keys included, travels as a bound parameter.
 Writes are single statements wherever the work allows it (data-modifying
 CTEs): one statement is one implicit transaction in autocommit mode, so a
 ``put`` is atomic and costs one round trip, with no BEGIN/COMMIT around it.
+The thread index (#15) is a CTE of those same statements.
+
+Why one long module: it is all of one backend's SQL, composed from fragments
+that lean on each other (the put's carried-over resolution feeds the index
+CTE, the fenced variants gate every fragment); split, each half would need
+the other's text.
 """
 
 # ruff: noqa: S608 -- the only formatted-in text is the schema name, checked by
@@ -17,11 +23,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether.backends._threads import BUCKET_BITS, ThreadQuery
 from tether.backends.postgres import _schema
 from tether.backends.postgres._history import HistoryStatements
+from tether.contract import EMPTY_TAG
 from tether.errors import ConfigError
 
 __all__ = ["ListQuery", "Statements", "check_schema_name"]
+
+# What a put's checkpoint insert returns to its thread index step (#15).
+_CP_RETURNING = (
+    "RETURNING (xmax = 0) AS new, metadata -> 'step' AS step, "
+    "metadata - 'source' - 'step' - 'parents' - '__tether_sealed__' AS meta"
+)
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -131,12 +145,14 @@ class Statements:
     def __init__(self, schema: str) -> None:
         self.schema = check_schema_name(schema)
         q = f'"{self.schema}"'
+        self._schema = q
         self.checkpoints = f"{q}.{_schema.CHECKPOINTS}"
         self.blobs = f"{q}.{_schema.BLOBS}"
         self.writes = f"{q}.{_schema.WRITES}"
         self.migrations = f"{q}.{_schema.MIGRATIONS_TABLE}"
         self.leases = f"{q}.{_schema.LEASES}"
         self.counts = f"{q}.{_schema.WRITE_COUNTS_TABLE}"
+        self.threads = f"{q}.{_schema.THREADS_TABLE}"
         self._joins = _read_joins(self.blobs, self.writes)
         #: LangGraph's get_delta_channel_history, one statement (see _history).
         self.history = HistoryStatements(self.checkpoints, self.blobs, self.writes, self.counts)
@@ -258,11 +274,19 @@ FROM head{gate}
             source = f"SELECT {named_values}{gate}" if gate else f"VALUES ({named_values})"
             return f"INSERT INTO {self.checkpoints} {columns}\n{source}\n{upsert}"
 
+        # The thread index (#15) is the statement's last step: it reads what the
+        # checkpoint's insert returns (whether the row is new, its step and user
+        # metadata taken out of the JSONB just stored), so it neither probes the
+        # checkpoint table for the row nor parses the metadata again.
         blobs_cte = f"blobs AS (\n    {blob_rows()}\n)"
-        self.put = f"WITH {blobs_cte}, {resolve_ctes}\n{insert_resolved()}"
-        self.put_inline = f"WITH {resolve_ctes}\n{insert_resolved()}"
-        self.put_named = f"WITH {blobs_cte}\n{insert_named()}"
-        self.put_named_inline = insert_named()
+        cp_resolved = f"cp_row AS (\n{insert_resolved()}\n{_CP_RETURNING}\n)"
+        cp_named = f"cp_row AS (\n{insert_named()}\n{_CP_RETURNING}\n)"
+        idx = self._index_put(resolved=True)
+        idx_named = self._index_put(resolved=False)
+        self.put = f"WITH {blobs_cte}, {resolve_ctes}, {cp_resolved}\n{idx}"
+        self.put_inline = f"WITH {resolve_ctes}, {cp_resolved}\n{idx}"
+        self.put_named = f"WITH {blobs_cte}, {cp_named}\n{idx_named}"
+        self.put_named_inline = f"WITH {cp_named}\n{idx_named}"
 
         # Special writes (negative idx) replace, ordinary ones are insert-or-ignore
         # (S2.4); both halves in one statement so a batch is atomic.
@@ -313,12 +337,14 @@ FROM head{gate}
 
         self.put_writes = (
             f"\nWITH special AS (\n    {special_rows()}\n), "
-            f"ordinary AS (\n{ordinary_rows()}\n)\n{count_rows(True)}\n"
+            f"ordinary AS (\n{ordinary_rows()}\n), "
+            f"idx AS (\n{self._index_writes(special=True)}\n)\n{count_rows(True)}\n"
         )
         # A batch of ordinary writes only (what a task's writes almost always
         # are): the special half would plan and run an empty upsert.
         self.put_writes_ordinary = (
-            f"\nWITH ordinary AS (\n{ordinary_rows()}\n)\n{count_rows(False)}\n"
+            f"\nWITH ordinary AS (\n{ordinary_rows()}\n), "
+            f"idx AS (\n{self._index_writes(special=False)}\n)\n{count_rows(False)}\n"
         )
 
         # The fenced variants, for writes to a thread this saver holds a lease
@@ -340,32 +366,46 @@ FROM head{gate}
 )"""
         fenced_result = "SELECT (SELECT fence.epoch FROM fence)"
         fenced_blobs = f"blobs AS (\n    {blob_rows(gate)}\n)"
+        f_idx = f"idx AS (\n{self._index_put(resolved=True)}\n)"
+        f_idx_named = f"idx AS (\n{self._index_put(resolved=False)}\n)"
+        # The index step reads the gated checkpoint insert: a stale holder's
+        # statement inserts no checkpoint row and so no index change.
         self.put_fenced = (
             f"WITH {fence}, {fenced_blobs}, {resolve_ctes}, "
-            f"cp_row AS (\n{insert_resolved(gate)}\n)\n{fenced_result}\n"
+            f"cp_row AS (\n{insert_resolved(gate)}\n{_CP_RETURNING}\n), {f_idx}\n"
+            f"{fenced_result}\n"
         )
         self.put_named_fenced = (
-            f"WITH {fence}, {fenced_blobs}, cp_row AS (\n{insert_named(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, {fenced_blobs}, "
+            f"cp_row AS (\n{insert_named(gate)}\n{_CP_RETURNING}\n), {f_idx_named}\n"
+            f"{fenced_result}\n"
         )
         self.put_inline_fenced = (
-            f"WITH {fence}, {resolve_ctes}, cp_row AS (\n{insert_resolved(gate)}\n)\n"
+            f"WITH {fence}, {resolve_ctes}, "
+            f"cp_row AS (\n{insert_resolved(gate)}\n{_CP_RETURNING}\n), {f_idx}\n"
             f"{fenced_result}\n"
         )
         self.put_named_inline_fenced = (
-            f"WITH {fence}, cp_row AS (\n{insert_named(gate)}\n)\n{fenced_result}\n"
+            f"WITH {fence}, cp_row AS (\n{insert_named(gate)}\n{_CP_RETURNING}\n), "
+            f"{f_idx_named}\n{fenced_result}\n"
         )
+        and_gate = gate.replace("WHERE", "AND", 1)
         self.put_writes_fenced = (
             f"WITH {fence}, special AS (\n    {special_rows(gate)}\n), "
-            f"ordinary AS (\n{ordinary_rows(gate)}\n), counted AS (\n{count_rows(True)}\n)\n"
+            f"ordinary AS (\n{ordinary_rows(gate)}\n), counted AS (\n{count_rows(True)}\n), "
+            f"idx AS (\n{self._index_writes(special=True, gate=and_gate)}\n)\n"
             f"{fenced_result}\n"
         )
         self.put_writes_ordinary_fenced = (
             f"WITH {fence}, ordinary AS (\n{ordinary_rows(gate)}\n), "
-            f"counted AS (\n{count_rows(False)}\n)\n{fenced_result}\n"
+            f"counted AS (\n{count_rows(False)}\n), "
+            f"idx AS (\n{self._index_writes(special=False, gate=and_gate)}\n)\n"
+            f"{fenced_result}\n"
         )
 
         self.delete_thread = f"""
-WITH w AS (DELETE FROM {self.writes} WHERE thread_id = %(t)s),
+WITH i AS (DELETE FROM {self.threads} WHERE thread_id = %(t)s),
+     w AS (DELETE FROM {self.writes} WHERE thread_id = %(t)s),
      n AS (DELETE FROM {self.counts} WHERE thread_id = %(t)s),
      b AS (DELETE FROM {self.blobs} WHERE thread_id = %(t)s)
 DELETE FROM {self.checkpoints} WHERE thread_id = %(t)s
@@ -487,7 +527,8 @@ WHERE bl.thread_id = ANY(%(threads)s::text[])
   AND bl.channel = doomed.channel AND bl.version = doomed.version
 """
         self.prune_all = f"""
-WITH w AS (DELETE FROM {self.writes} WHERE thread_id = ANY(%(threads)s::text[])),
+WITH i AS (DELETE FROM {self.threads} WHERE thread_id = ANY(%(threads)s::text[])),
+     w AS (DELETE FROM {self.writes} WHERE thread_id = ANY(%(threads)s::text[])),
      n AS (DELETE FROM {self.counts} WHERE thread_id = ANY(%(threads)s::text[])),
      b AS (DELETE FROM {self.blobs} WHERE thread_id = ANY(%(threads)s::text[]))
 DELETE FROM {self.checkpoints} WHERE thread_id = ANY(%(threads)s::text[])
@@ -607,6 +648,182 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
                 params.extend(after)
         params.append(page)
         return ListQuery(self._read(" AND ".join(where) or "true", order, "%s"), params)
+
+    # --- the thread index (#15) ------------------------------------------------------
+
+    def _state(self, cid: str, runnable: str, batch: str = "") -> str:
+        """The index's status of root checkpoint ``cid`` (SQL) from its write rows as the
+        statement's snapshot sees them, plus ``batch`` (a UNION ALL of the rows it
+        writes itself): :func:`tether._status.state_of` in SQL."""
+        source = (
+            f"SELECT task_id, channel FROM {self.writes} WHERE thread_id = %(thread_id)s "
+            f"AND checkpoint_ns = '' AND checkpoint_id = {cid}{batch}"
+        )
+        return _schema.state_query(source, runnable)
+
+    def _index_put(self, *, resolved: bool) -> str:
+        """A put's upsert of its thread's index row, reading the ``cp_row`` insert.
+
+        ``cp_row`` returns whether the checkpoint row is new (``xmax = 0``: an
+        ON CONFLICT update leaves the row's lock in the new version's xmax) and
+        the step and user metadata of the JSONB it stored. The statement's
+        snapshot does not see the new row, so the namespace probe tells a new
+        namespace; it is skipped when the checkpoint is not new or is a root
+        one in a thread that has a latest root checkpoint. The status reads
+        the checkpoint's write rows only when it has some (a put normally
+        comes before its writes), through ``tether_thread_state`` (see
+        ``_schema.THREAD_STATE``), so that its plan is not part of every
+        put's. ``resolved``: the put carries channels over
+        (the ``unnamed``/``found`` CTEs), and a candidate trigger
+        (``_threads.py``) with a stored value, not the empty marker, makes
+        nodes runnable.
+        """
+        runnable = "%(ix_runnable)s::boolean"
+        if resolved:
+            runnable += f""" OR EXISTS (
+            SELECT 1 FROM unnamed u WHERE u.key = ANY(%(ix_candidates)s::text[])
+              AND NOT EXISTS (SELECT 1 FROM found f WHERE f.key = u.key AND f.value IS NULL)
+              AND NOT EXISTS (
+                  SELECT 1 FROM {self.blobs} bl
+                  WHERE bl.thread_id = %(thread_id)s AND bl.checkpoint_ns = %(ns)s
+                    AND bl.channel = u.key AND bl.version = u.version #>> '{{}}'
+                    AND bl.type = '{EMPTY_TAG}'))"""
+        newest = "%(ix_root)s AND (t.latest_id IS NULL OR %(checkpoint_id)s >= t.latest_id)"
+        later = ("latest_id", "latest_step", "latest_ts", "metadata", "runnable", "status")
+        moved = ",\n        ".join(
+            f"{c} = CASE WHEN {newest} THEN EXCLUDED.{c} ELSE t.{c} END" for c in later
+        )
+        has_writes = (
+            f"EXISTS (SELECT 1 FROM {self.writes} WHERE thread_id = %(thread_id)s "
+            "AND checkpoint_ns = '' AND checkpoint_id = %(checkpoint_id)s)"
+        )
+        state = f"{self._schema}.tether_thread_state(%(thread_id)s, %(checkpoint_id)s, r.runnable)"
+        return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
+        namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status,
+        bucket)
+    SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, cp_row.new::int, 1,
+           %(ix_bytes)s + octet_length(%(metadata)s::text),
+           CASE WHEN %(ix_root)s THEN %(checkpoint_id)s END,
+           CASE WHEN %(ix_root)s THEN cp_row.step END,
+           CASE WHEN %(ix_root)s THEN %(ix_ts)s::text END,
+           CASE WHEN %(ix_root)s THEN cp_row.meta ELSE '{{}}'::jsonb END,
+           %(ix_root)s AND r.runnable,
+           CASE WHEN NOT %(ix_root)s THEN NULL WHEN {has_writes} THEN {state}
+                WHEN r.runnable THEN 'pending' ELSE 'idle' END,
+           %(ix_now)s::bigint >> {BUCKET_BITS}
+    FROM cp_row, (SELECT {runnable} AS runnable) r
+    ON CONFLICT (thread_id) DO UPDATE SET
+        updated_at = EXCLUDED.updated_at,
+        bucket = EXCLUDED.bucket,
+        checkpoints = t.checkpoints + EXCLUDED.checkpoints,
+        namespaces = t.namespaces + CASE
+            WHEN EXCLUDED.checkpoints = 0 OR (%(ix_root)s AND t.latest_id IS NOT NULL) THEN 0
+            ELSE (NOT EXISTS (SELECT 1 FROM {self.checkpoints} c
+                WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = %(ns)s))::int END,
+        bytes = t.bytes + EXCLUDED.bytes,
+        {moved}"""
+
+    def _index_writes(self, *, special: bool, gate: str = "") -> str:
+        """A put_writes' update of its thread's index row (a CTE of its statement).
+
+        The status follows the writes of the latest root checkpoint: the rows
+        already stored (the statement's snapshot) and the batch's own.
+        """
+        batch = " UNION ALL SELECT %(task_id)s, o FROM unnest(%(o_channels)s::text[]) o"
+        if special:
+            batch += " UNION ALL SELECT %(task_id)s, s FROM unnest(%(s_channels)s::text[]) s"
+        state = self._state("%(checkpoint_id)s", "t.runnable", batch)
+        return f"""UPDATE {self.threads} t
+    SET updated_at = %(ix_now)s, bucket = %(ix_now)s::bigint >> {BUCKET_BITS},
+        bytes = t.bytes + %(ix_bytes)s,
+        status = CASE WHEN %(ns)s = '' AND t.latest_id = %(checkpoint_id)s
+                           AND t.status IS NOT NULL
+                      THEN {state} ELSE t.status END
+    WHERE t.thread_id = %(thread_id)s{gate}"""
+
+    def index_statements(self) -> dict[str, str]:
+        """Statements that recount a thread's index row after a thread operation."""
+        t = self.threads
+        state = self._state("t.latest_id", "t.runnable")
+        return {
+            "has_rows": f"SELECT EXISTS (SELECT 1 FROM {self.checkpoints} WHERE thread_id = %s)",
+            "create": f"INSERT INTO {t} (thread_id, created_at, updated_at, checkpoints, "
+            "namespaces, bytes, bucket) VALUES (%(thread_id)s, %(now)s, %(now)s, 0, 0, 0, "
+            f"%(now)s::bigint >> {BUCKET_BITS}) ON CONFLICT (thread_id) DO UPDATE "
+            "SET updated_at = EXCLUDED.updated_at, bucket = EXCLUDED.bucket",
+            "drop_empty": f"DELETE FROM {t} WHERE thread_id = %(thread_id)s AND NOT EXISTS "
+            f"(SELECT 1 FROM {self.checkpoints} WHERE thread_id = %(thread_id)s)",
+            "latest": f"SELECT t.latest_id, (SELECT max(checkpoint_id) FROM {self.checkpoints} "
+            "WHERE thread_id = %(thread_id)s AND checkpoint_ns = '') "
+            f"FROM {t} t WHERE t.thread_id = %(thread_id)s FOR UPDATE",
+            "recount": f"""UPDATE {t} SET
+    checkpoints = (SELECT count(*) FROM {self.checkpoints} WHERE thread_id = %(thread_id)s),
+    namespaces = (SELECT count(DISTINCT checkpoint_ns) FROM {self.checkpoints}
+                  WHERE thread_id = %(thread_id)s),
+    bytes = coalesce((SELECT sum(octet_length(checkpoint::text) + octet_length(metadata::text))
+                      FROM {self.checkpoints} WHERE thread_id = %(thread_id)s), 0)
+          + coalesce((SELECT sum(octet_length(blob)) FROM {self.blobs}
+                      WHERE thread_id = %(thread_id)s), 0)
+          + coalesce((SELECT sum(octet_length(blob)) FROM {self.writes}
+                      WHERE thread_id = %(thread_id)s), 0)
+WHERE thread_id = %(thread_id)s""",
+            "restate": f"UPDATE {t} t SET status = {state} WHERE t.thread_id = %(thread_id)s "
+            "AND t.latest_id IS NOT NULL AND t.status IS NOT NULL",
+            "set_latest": f"""UPDATE {t} t
+SET latest_id = %(latest)s, latest_step = %(step)s::jsonb,
+    latest_ts = %(ts)s, metadata = %(metadata)s::jsonb, runnable = %(runnable)s,
+    status = CASE WHEN %(latest)s::text IS NULL OR NOT %(known)s THEN NULL
+                  ELSE {self._state("%(latest)s", "%(runnable)s")} END
+WHERE t.thread_id = %(thread_id)s""",
+            "to_rebuild": f"SELECT thread_id, latest_id FROM {t} WHERE status = %(status)s "
+            "ORDER BY thread_id LIMIT 64",
+        }
+
+    def threads_query(self, q: ThreadQuery, jsonb: Any) -> ListQuery:
+        """One page of ``threads()``: keyset paging on (updated_at, thread_id) or thread_id.
+
+        Metadata keys and values are bound parameters; JSONB ``=`` is the
+        contract's equality (as ``list``'s filter), so no row is re-checked.
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        if q.statuses is not None:
+            where.append("c.status = ANY(%s::text[])")
+            params.append(list(q.statuses))
+        # Each bound on updated_at is also one on bucket, which the indexes hold.
+        if q.updated_before is not None:
+            where.append(f"c.updated_at < %s AND c.bucket <= %s::bigint >> {BUCKET_BITS}")
+            params.extend((q.updated_before, q.updated_before))
+        if q.updated_after is not None:
+            where.append(f"c.updated_at > %s AND c.bucket >= %s::bigint >> {BUCKET_BITS}")
+            params.extend((q.updated_after, q.updated_after))
+        for key, value in q.metadata.items():
+            where.append("c.metadata -> %s = %s::jsonb")
+            params.extend([key, jsonb(value)])
+        if q.order == "thread_id":
+            order = "c.thread_id"
+            if q.after is not None:
+                where.append("c.thread_id > %s")
+                params.append(q.after[0])
+        else:
+            # bucket first: the index's order (see _threads.BUCKET_BITS)
+            desc = " DESC" if q.descending else ""
+            order = f"c.bucket{desc}, c.updated_at{desc}, c.thread_id{desc}"
+            if q.after is not None:
+                cmp = "<" if desc else ">"
+                where.append(
+                    f"c.bucket {cmp}= %s::bigint >> {BUCKET_BITS} "
+                    f"AND (c.updated_at, c.thread_id) {cmp} (%s, %s)"
+                )
+                params.extend((q.after[0], *q.after))
+        params.append(q.limit + 1)
+        text = (
+            "SELECT c.thread_id, c.status, c.created_at, c.updated_at, c.checkpoints, "
+            "c.namespaces, c.bytes, c.latest_id, c.latest_step, c.latest_ts, c.metadata "
+            f"FROM {self.threads} c WHERE {' AND '.join(where) or 'true'} "
+            f"ORDER BY {order} LIMIT %s"
+        )
+        return ListQuery(text, params)
 
     def _thread_page(
         self,

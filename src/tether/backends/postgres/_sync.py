@@ -49,6 +49,17 @@ from tether.backends._pages import DecodeMemo, page_memo
 from tether.backends._records import decode_writes, encode_put, encode_writes
 from tether.backends._sealing import metadata_is_current, refuse_copy, rekey_codec
 from tether.backends._sqlbase import BlobCodec
+from tether.backends._threads import (
+    IndexPut,
+    ThreadQuery,
+    cursor_after,
+    now_micros,
+    plan_index,
+    runnable_of,
+    summary,
+    user_metadata,
+    write_bytes,
+)
 from tether.backends._walk import (
     delta_history,
     walk_delta,
@@ -97,12 +108,14 @@ from tether.contract import (
     check_thread_id,
     check_thread_ids,
     checkpoint_address,
+    dumps_json,
     loads_json,
     metadata_matches,
 )
 from tether.encryption import Encryption
 from tether.errors import (
     ConfigError,
+    DecodeError,
     MigrationError,
     SchemaVersionError,
     StorageError,
@@ -112,6 +125,7 @@ from tether.errors import (
     shown,
 )
 from tether.serde.base import SerializerProtocol
+from tether.threads import ThreadPage
 
 __all__ = ["Lease", "_PostgresCore"]
 
@@ -182,6 +196,7 @@ class _PostgresCore:
         # Set by the saver's close(): every later operation, and the next page
         # of a listing already under way, raises it instead of using a resource.
         self._closed: StorageError | None = None
+        self._clock = now_micros  # the thread index's times (#15)
 
     def mark_closed(self, error: StorageError) -> None:
         """Refuse every operation from now on with ``error`` (the saver was closed)."""
@@ -479,7 +494,8 @@ class _PostgresCore:
                 query = sql.put_named_fenced if named else sql.put_fenced
             else:
                 query = sql.put_named_inline_fenced if named else sql.put_inline_fenced
-        params = put_params(plan, plan.values)
+        index = _index_params(plan_index(plan, checkpoint, new_versions), self._clock())
+        params = {**put_params(plan, plan.values), **index}
         try:
             self._put(what, query, params, epoch)
         except TetherError as exc:
@@ -490,7 +506,7 @@ class _PostgresCore:
                 exc.__cause__, psycopg.errors.ForeignKeyViolation
             ):
                 raise
-            params = put_params(plan, plan.whole(self._appends, self._codec))
+            params = {**put_params(plan, plan.whole(self._appends, self._codec)), **index}
             self._put(what, query, params, epoch)
         return at.to_config()
 
@@ -511,6 +527,8 @@ class _PostgresCore:
     ) -> None:
         addr, records = encode_writes(serde, self._codec, config, writes, task_id, task_path)
         params, special = write_params(addr, task_id, task_path, records)
+        params["ix_now"] = self._clock()
+        params["ix_bytes"] = write_bytes(w.value for w in records)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"
@@ -542,7 +560,9 @@ class _PostgresCore:
             conn.execute(self._sql.sweep_writes, params)
             conn.execute(self._sql.sweep_blobs, params)
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    def delete_for_runs(
+        self, run_ids: Sequence[str], serde: SerializerProtocol | None = None
+    ) -> None:
         runs = check_thread_ids(run_ids, "run_ids", bounded=False)
         if not runs:
             return
@@ -552,11 +572,18 @@ class _PostgresCore:
                 cur = _execute_tuples(conn, self._sql.delete_runs, {"runs": runs})
                 threads = [r[0] for r in cur.fetchall()]
                 self._sync_sweep(conn, threads)
+                for tid in sorted(set(threads)):
+                    self._sync_reindex(conn, serde, tid)
                 self._forget(threads)
 
         self._run(f"delete_for_runs {runs!r}", op)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    def copy_thread(
+        self,
+        source_thread_id: str,
+        target_thread_id: str,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
         src = check_thread_id(source_thread_id, "source_thread_id", bounded=False)
         dst = check_thread_id(target_thread_id, "target_thread_id")
         if src == dst:
@@ -570,11 +597,15 @@ class _PostgresCore:
                 if self._codec.crypt is not None:
                     conn.execute(self._sql.copy_thread, params)
                     self._sync_reseal_copy(conn, src, dst)
-                    return
-                cur = _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
-                sealed = cur.fetchone()
-                if sealed is not None and sealed[0]:
-                    raise refuse_copy(src)  # rolls the copy back
+                else:
+                    cur = _execute_tuples(conn, self._sealing.copy_unless_sealed, params)
+                    sealed = cur.fetchone()
+                    if sealed is not None and sealed[0]:
+                        raise refuse_copy(src)  # rolls the copy back
+                if self._sync_has_rows(conn, src):
+                    index = self._sql.index_statements()
+                    conn.execute(index["create"], {"thread_id": dst, "now": self._clock()})
+                    self._sync_reindex(conn, serde, dst)
 
         self._run(what, op)
 
@@ -699,9 +730,98 @@ class _PostgresCore:
                     return
                 conn.execute(self._sql.prune_checkpoints, {"threads": tids, "keep": n})
                 self._sync_sweep(conn, tids)
+                for tid in tids:
+                    self._sync_reindex(conn, None, tid)
 
         self._run(f"prune ({strategy}) of threads {tids!r}", op)
         self._forget(tids)
+
+    # --- the thread index (#15) ------------------------------------------------------
+
+    def threads(self, query: ThreadQuery) -> ThreadPage:
+        q = self._sql.threads_query(query, jsonb)
+        rows = self._fetchall("threads", q.text, q.params)
+        items = [
+            summary(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10] or {})
+            for r in rows[: query.limit]
+        ]
+        return ThreadPage(items, cursor_after(query, items, len(rows) > query.limit))
+
+    def _sync_has_rows(self, conn: Connection[Any], tid: str) -> bool:
+        cur = _execute_tuples(conn, self._sql.index_statements()["has_rows"], (tid,))
+        row = cur.fetchone()
+        return bool(row and row[0])
+
+    def _sync_reindex(
+        self, conn: Connection[Any], serde: SerializerProtocol | None, tid: str
+    ) -> None:
+        """Recount ``tid``'s index row from its rows, in the caller's transaction.
+
+        When its newest root checkpoint is not the one the row names, that
+        checkpoint is read back and decoded (``serde``; without one, as after a
+        prune, which keeps every namespace's newest, it cannot have moved).
+        """
+        index = self._sql.index_statements()
+        key = {"thread_id": tid}
+        conn.execute(index["drop_empty"], key)
+        cur = _execute_tuples(conn, index["latest"], key)
+        row = cur.fetchone()
+        if row is None:
+            return
+        conn.execute(index["recount"], key)
+        if row[0] == row[1] or serde is None:
+            conn.execute(index["restate"], key)
+        else:
+            self._sync_set_latest(conn, serde, tid, row[1])
+
+    def _sync_set_latest(
+        self, conn: Connection[Any], serde: SerializerProtocol, tid: str, cid: str | None
+    ) -> None:
+        """Point ``tid``'s index row at root checkpoint ``cid`` (decoded) and restate it."""
+        params: dict[str, Any] = {
+            "thread_id": tid,
+            "latest": cid,
+            "step": None,
+            "ts": None,
+            "metadata": "{}",
+            "runnable": False,
+            "known": False,
+        }
+        if cid is not None:
+            with conn.cursor(row_factory=tuple_row, binary=True) as cur:
+                if not self._owned:
+                    set_json_loads(loads_json, cur)
+                cur.execute(self._sql.get_by_id, (tid, "", cid))
+                rows = cur.fetchall()
+            tup = None
+            meta: dict[str, Any] = {}
+            if rows:
+                meta = dict(rows[0][5] or {})
+                try:
+                    tup = decode_row(serde, self._codec, rows[0], None, self._appends)
+                except DecodeError:
+                    tup = None
+            ts = tup.checkpoint.get("ts") if tup is not None else None
+            params.update(
+                step=dumps_json(meta.get("step")),
+                ts=ts if isinstance(ts, str) else None,
+                metadata=dumps_json(user_metadata(meta)),
+                runnable=tup is not None and runnable_of(tup),
+                known=tup is not None,
+            )
+        conn.execute(self._sql.index_statements()["set_latest"], params)
+
+    def _sync_rebuild_index(self, conn: Connection[Any], serde: SerializerProtocol) -> None:
+        """Read the status of the threads a migration put in the index, 64 a transaction."""
+        index = self._sql.index_statements()
+        while True:
+            with conn.transaction():
+                cur = _execute_tuples(conn, index["to_rebuild"], {"status": _schema.REBUILD})
+                rows = cur.fetchall()
+                for tid, latest in rows:
+                    self._sync_set_latest(conn, serde, tid, latest)
+            if not rows:
+                return
 
     # --- schema -----------------------------------------------------------------------
 
@@ -735,6 +855,7 @@ class _PostgresCore:
         *,
         refuse: Callable[[Sequence[str]], TetherError] | None = None,
         import_official: Callable[[], None] | None = None,
+        serde: SerializerProtocol | None = None,
     ) -> None:
         """Create or migrate the schema; then see to LangGraph's official store beside it.
 
@@ -752,6 +873,8 @@ class _PostgresCore:
                 self._sync_lock_migrations(conn, key)
                 try:
                     pending = self._sync_migrate(conn, refuse)
+                    if serde is not None:
+                        self._sync_rebuild_index(conn, serde)
                     if pending and import_official is not None:
                         import_official()
                 finally:
@@ -1105,3 +1228,15 @@ class Lease:
                 current = (self._core._sync_lease_state(self))[0]
             raise lost_lease(self.thread_id, self.epoch, current)
         self._core._sync_confirm(self)
+
+
+def _index_params(index: IndexPut, now: int) -> dict[str, Any]:
+    """The thread index's parameters of a put statement (``ix_*``, see ``_sql``)."""
+    return {
+        "ix_now": now,
+        "ix_bytes": index.bytes,
+        "ix_root": index.root,
+        "ix_ts": index.ts,
+        "ix_runnable": index.runnable,
+        "ix_candidates": list(index.candidates),
+    }

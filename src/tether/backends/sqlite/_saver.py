@@ -87,12 +87,21 @@ from tether.backends._sqlbase import (
     versions_to_json,
     write_checksum,
 )
+from tether.backends._threads import (
+    IndexPut,
+    check_threads_args,
+    now_micros,
+    plain_step_and_user,
+    plan_index,
+    write_bytes,
+)
 from tether.backends._walk import (
     delta_history,
     walk_delta,
     walked_channels,
 )
 from tether.backends.sqlite import _history as history
+from tether.backends.sqlite import _index
 from tether.backends.sqlite._conn import (
     MEMORY,
     BadJSON,
@@ -111,6 +120,7 @@ from tether.backends.sqlite._rows import (
 from tether.backends.sqlite._schema import (
     IMPORT_KEY,
     IMPORT_STARTED,
+    REBUILD,
     FileState,
     check_readable,
     ensure_schema,
@@ -118,7 +128,7 @@ from tether.backends.sqlite._schema import (
 )
 from tether.backends.sqlite._sealing import count_pending, rekey_batches, reseal_copy
 from tether.backends.sqlite._sql import (
-    CARRIED_MISSING,
+    CARRIED_STORED,
     COLLECT_BLOBS,
     COLLECT_WRITES,
     COPY_BLOBS,
@@ -130,6 +140,12 @@ from tether.backends.sqlite._sql import (
     GET_BY_ID,
     GET_LATEST,
     HAS_BLOB,
+    INDEX_PUT,
+    INDEX_PUT_FAST,
+    INDEX_TO_REBUILD,
+    INDEX_TOUCH,
+    INDEX_WRITES,
+    INDEX_WRITES_FAST,
     INLINE_AT,
     INSERT_BLOB,
     INSERT_CHECKPOINT,
@@ -152,6 +168,7 @@ from tether.checkpoint import (
     StoredWrite,
 )
 from tether.contract import (
+    EMPTY_TAG,
     check_list_args,
     check_prune,
     check_thread_id,
@@ -165,6 +182,7 @@ from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
+from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["PAGE", "SqliteSaver"]
 
@@ -331,6 +349,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
+        self._clock = now_micros  # the thread index's times (#15)
         self._conns = ConnectionManager(
             target, synchronous=synchronous, busy_timeout=busy_timeout, read_only=read_only
         )
@@ -417,6 +436,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 return
             with self._conns.write_lock:
                 ensure_schema(conn, self._conns.where, wal=self._conns.is_file)
+        self._rebuild_index()
 
     async def asetup(self) -> None:
         """Async :meth:`setup`."""
@@ -707,10 +727,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             new_versions,
             inline=self._inline,
         )
-        self._write(self._put, plan, threads=[plan.address.thread_id])
+        index = plan_index(plan, checkpoint, new_versions)
+        self._write(self._put, plan, index, threads=[plan.address.thread_id])
         return plan.address.to_config()
 
-    def _put(self, conn: sqlite3.Connection, plan: PutPlan) -> None:
+    def _put(self, conn: sqlite3.Connection, plan: PutPlan, index: IndexPut) -> None:
         addr = plan.address
         tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
         assert cid is not None
@@ -727,10 +748,14 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conn.executemany(INSERT_BLOB, [_blob_row(tid, ns, v) for v in values])
         head_type, head_bytes = plan.head
         unstored = None
+        runnable = index.runnable
         if plan.carried:
-            carried, missing, parent = _resolve_carried(conn, plan, self._conns.where)
+            carried, missing, parent, stored = _resolve_carried(conn, plan, self._conns.where)
             if carried:
                 head_type, head_bytes = with_inline(plan.head, carried)
+            # A candidate trigger with a value (inline or stored, not empty): nodes
+            # would run (_threads.py).
+            runnable = runnable or any(c in carried or c in stored for c in index.candidates)
             if missing:
                 check_carried(plan, missing, *parent)
                 unstored = json.dumps(sorted(missing), separators=(",", ":"))
@@ -739,6 +764,15 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         checksum = row_checksum(
             cid, plan.parent_id, head_type, head_bytes, versions_json, meta_json, unstored
         )
+        # Before the checkpoint row: the index tells a new checkpoint by its absence.
+        step, user = plain_step_and_user(plan.metadata) if index.root else (None, None)
+        args = (
+            *(tid, ns, cid, self._clock(), index.bytes, index.root),
+            *(index.ts, meta_json, runnable, step, user),
+        )
+        # A thread's first checkpoint (no parent) usually makes its row: the upsert.
+        if plan.parent_id is None or not conn.execute(INDEX_PUT_FAST, args).rowcount:
+            conn.execute(INDEX_PUT, args)
         conn.execute(
             INSERT_CHECKPOINT,
             (
@@ -768,20 +802,25 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             )
             row = (tid, ns, cid, w.task_id, w.task_path, w.idx, w.channel, w.type, w.encoding)
             (replace if w.replaces else ignore).append((*row, w.value, checksum))
-        self._write(self._put_writes, (tid, ns, cid), replace, ignore)
+        size = write_bytes(w.value for w in records)
+        self._write(self._put_writes, (tid, ns, cid), replace, ignore, size)
 
-    @staticmethod
     def _put_writes(
+        self,
         conn: sqlite3.Connection,
         key: tuple[str, str, str],
         replace: _List[tuple[Any, ...]],
         ignore: _List[tuple[Any, ...]],
+        size: int,
     ) -> None:
         if replace:
             conn.executemany(INSERT_WRITE_REPLACE, replace)
         if ignore:
             conn.executemany(INSERT_WRITE_IGNORE, ignore)
         conn.execute(COUNT_WRITES, key)
+        args = (*key, self._clock(), size)
+        if not conn.execute(INDEX_WRITES_FAST, args).rowcount:
+            conn.execute(INDEX_WRITES, args)
 
     # --- thread operations ------------------------------------------------------------
 
@@ -806,14 +845,15 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if runs:
             self._forget(self._write(self._delete_for_runs, json.dumps(runs)))
 
-    @staticmethod
-    def _delete_for_runs(conn: sqlite3.Connection, runs: str) -> _List[str]:
+    def _delete_for_runs(self, conn: sqlite3.Connection, runs: str) -> _List[str]:
         threads = [r[0] for r in conn.execute(THREADS_OF_RUNS, (runs,))]
         if not threads:
             return threads
         for statement in DELETE_FOR_RUNS:
             conn.execute(statement, (runs,))
         conn.executemany(COLLECT_BLOBS, [(t,) for t in threads])
+        for tid in threads:
+            _index.reindex(conn, tid, self._read_latest)
         return threads
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -828,6 +868,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             conn.execute(statement, (dst, src))
         # Sealed values name their thread: the copies are sealed again for dst.
         reseal_copy(conn, self._crypt, self.codec, src, dst)
+        now = self._clock()
+        _index.create(conn, dst, now)
+        conn.execute(INDEX_TOUCH, (dst, now))
+        _index.reindex(conn, dst, self._read_latest)
 
     def prune(
         self,
@@ -846,12 +890,64 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             self._write(self._prune, tids, n, threads=tids)
         self._forget(tids)
 
-    @staticmethod
-    def _prune(conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
+    def _prune(self, conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
         for tid in tids:
             conn.execute(PRUNE, (tid, keep))
             conn.execute(COLLECT_WRITES, (tid, tid))
             conn.execute(COLLECT_BLOBS, (tid,))
+            _index.reindex(conn, tid, self._read_latest)
+
+    # --- the thread index (#15) ----------------------------------------------------------
+
+    def threads(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: Any = None,
+        updated_after: Any = None,
+        order: ThreadOrder = "updated",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> ThreadPage:
+        q = check_threads_args(
+            status, metadata, updated_before, updated_after, order, limit, cursor
+        )
+        if self._crypt is not None and q.metadata:
+            self._crypt.check_filter(q.metadata)  # a sealed key is not in the index
+        page: ThreadPage = self._read(_index.query, q)
+        return page
+
+    def _read_latest(
+        self, conn: sqlite3.Connection, tid: str, cid: str
+    ) -> tuple[CheckpointTuple | None, dict[str, Any]]:
+        """A root checkpoint read inside the caller's transaction (see ``_index.ReadLatest``)."""
+        where = self._conns.where
+        found = _split(conn.execute(GET_BY_ID, (tid, "", cid, 1)).fetchall(), where)
+        row = found[0][0]
+        meta = metadata_from_json(row[7], address=Address(tid, "", cid))
+        return _index.lenient(lambda: self._build(*found[0])), meta
+
+    def _rebuild_index(self) -> None:
+        """Read the status of the threads a migration put in the index (in batches).
+
+        A batch is a transaction: a crash leaves the rest marked, and the next
+        open goes on.
+        """
+        if self.read_only:
+            return
+
+        def batch(conn: sqlite3.Connection) -> int:
+            tids = [r[0] for r in conn.execute(INDEX_TO_REBUILD, (REBUILD, 64))]
+            for tid in tids:
+                latest = conn.execute(
+                    "SELECT latest_id FROM tether_threads WHERE thread_id = ?", (tid,)
+                ).fetchone()[0]
+                _index.set_latest(conn, tid, latest, self._read_latest)
+            return len(tids)
+
+        while self._write(batch):
+            pass
 
     # --- maintenance ---------------------------------------------------------------------
 
@@ -943,7 +1039,7 @@ def _blob_row(tid: str, ns: str, v: ValueRecord) -> tuple[Any, ...]:
 
 def _resolve_carried(
     conn: sqlite3.Connection, plan: PutPlan, where: str
-) -> tuple[dict[str, Any], list[str], tuple[dict[str, str] | None, set[str] | None]]:
+) -> tuple[dict[str, Any], list[str], tuple[dict[str, str] | None, set[str] | None], set[str]]:
     """Where the channels a put does not name are stored, looked up in its transaction.
 
     Never from the caller's ``channel_values`` (the contract). Each is, in
@@ -955,8 +1051,9 @@ def _resolve_carried(
 
     Returns:
         ``(inline values to carry, missing channels, (parent versions, parent
-        unstored))``; the parent's are ``None`` when there is no parent row or
-        it predates the promise (version 4).
+        unstored), channels with a stored value that is not empty)``; the
+        parent's are ``None`` when there is no parent row or it predates the
+        promise (version 4).
 
     Raises:
         StorageError: the parent row, whose inline values would be carried,
@@ -985,8 +1082,10 @@ def _resolve_carried(
             except ValueError:
                 versions = None
     if not rest:
-        return carried, [], (versions, lacked)
-    missing = [r[0] for r in conn.execute(CARRIED_MISSING, (versions_to_json(rest), tid, ns))]
+        return carried, [], (versions, lacked), set()
+    found = conn.execute(CARRIED_STORED, (versions_to_json(rest), tid, ns)).fetchall()
+    missing = [r[0] for r in found if r[1] is None]
+    stored = {r[0] for r in found if r[1] is not None and r[1] != EMPTY_TAG}
     for channel in list(missing):
         for found in conn.execute(INLINE_AT, (tid, ns, channel, rest[channel])):
             check_row(found, where)
@@ -995,4 +1094,4 @@ def _resolve_carried(
                 carried[channel] = inline[channel]
                 missing.remove(channel)
                 break
-    return carried, missing, (versions, lacked)
+    return carried, missing, (versions, lacked), stored

@@ -56,6 +56,14 @@ that a file can hold a tether store and LangGraph's official one side by side:
 ``tether_writes``
     pending writes, keyed by (thread, ns, checkpoint, task, idx); ``checksum``:
     see :func:`tether.backends._sqlbase.write_checksum`.
+``tether_threads``
+    the thread index (#15, version 7): one row per thread, written in the
+    transaction of every put and put_writes (see
+    :mod:`tether.backends._threads`); ``created_at``/``updated_at`` in epoch
+    microseconds, ``latest_step`` as JSON text, ``metadata`` the latest root
+    checkpoint's user keys, ``runnable`` whether nodes would run after it,
+    ``bucket`` ``updated_at >> BUCKET_BITS`` (what the indexes order by, see
+    :data:`tether.backends._threads.BUCKET_BITS`).
 ``tether_meta``
     keys and values of the store itself (an unfinished import of the
     official tables, see :class:`~tether.backends.sqlite.SqliteSaver`).
@@ -68,6 +76,7 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tether.backends._threads import BUCKET_BITS
 from tether.backends.sqlite._conn import translate_errors
 from tether.errors import (
     ConfigError,
@@ -81,11 +90,14 @@ __all__ = [
     "BLOBS",
     "CHECKPOINTS",
     "CREATE",
+    "FILL_THREADS",
     "META",
     "MIGRATIONS",
     "OFFICIAL_TABLES",
+    "REBUILD",
     "SCHEMA_VERSION",
     "TABLES",
+    "THREADS",
     "WRITES",
     "FileState",
     "check_readable",
@@ -97,6 +109,7 @@ __all__ = [
 
 #: tether's tables (version 4 on).
 CHECKPOINTS = "tether_checkpoints"
+THREADS = "tether_threads"
 BLOBS = "tether_blobs"
 WRITES = "tether_writes"
 META = "tether_meta"
@@ -104,6 +117,52 @@ TABLES = (CHECKPOINTS, BLOBS, WRITES)
 
 #: LangGraph's langgraph-checkpoint-sqlite tables.
 OFFICIAL_TABLES = ("checkpoints", "writes")
+
+#: The status a migration gives every thread with a root checkpoint, until the
+#: saver has read its latest checkpoint (``threads()`` shows it as ``None``).
+REBUILD = "rebuild"
+
+# Epoch microseconds of an ISO 8601 text (NULL if it is none).
+_MICROS = "CAST((julianday({}) - 2440587.5) * 86400000000.0 AS INTEGER)"
+
+#: One row per thread of the checkpoints already stored (migration 6 -> 7).
+FILL_THREADS = f"""
+INSERT INTO tether_threads (thread_id, created_at, updated_at, checkpoints, namespaces, bytes,
+                            latest_id, latest_step, latest_ts, metadata, runnable, status,
+                            bucket)
+WITH c AS MATERIALIZED (
+    SELECT thread_id, checkpoint_ns, checkpoint_id, metadata,
+           length(checkpoint) + length(metadata) AS size,
+           CASE WHEN type = 'head+json' AND json_valid(CAST(checkpoint AS TEXT))
+                THEN json_extract(CAST(checkpoint AS TEXT), '$.ts') END AS ts
+    FROM tether_checkpoints
+), a AS (
+    SELECT thread_id, count(*) AS n, count(DISTINCT checkpoint_ns) AS nss, sum(size) AS size,
+           min({_MICROS.format("ts")}) AS first, max({_MICROS.format("ts")}) AS last,
+           max(CASE WHEN checkpoint_ns = '' THEN checkpoint_id END) AS latest
+    FROM c GROUP BY thread_id
+)
+SELECT a.thread_id,
+       coalesce(a.first, {_MICROS.format("'now'")}), coalesce(a.last, {_MICROS.format("'now'")}),
+       a.n, a.nss,
+       a.size
+       + coalesce((SELECT sum(length(b.value)) FROM tether_blobs b
+                   WHERE b.thread_id = a.thread_id), 0)
+       + coalesce((SELECT sum(length(w.value)) FROM tether_writes w
+                   WHERE w.thread_id = a.thread_id), 0),
+       a.latest,
+       CASE WHEN json_valid(r.metadata) THEN json_quote(json_extract(r.metadata, '$.step')) END,
+       r.ts,
+       CASE WHEN json_valid(r.metadata)
+            THEN json_remove(r.metadata, '$.source', '$.step', '$.parents',
+                             '$.__tether_sealed__')
+            ELSE '{{}}' END,
+       0,
+       CASE WHEN a.latest IS NOT NULL THEN '{REBUILD}' END,
+       coalesce(a.last, {_MICROS.format("'now'")}) >> {BUCKET_BITS}
+FROM a LEFT JOIN c AS r
+  ON r.thread_id = a.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = a.latest
+"""  # noqa: S608 -- only fixed fragments of this module are formatted in
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the three tables.
@@ -219,6 +278,31 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # carries its parent's over. No table changes: the version stops an older
     # tether from writing, which would not carry them and so lose them.
     ("SELECT 1",),
+    # 7 -> 8: the thread index (#15), filled from the checkpoints. Times come
+    # from the checkpoints' ts (heads stored as JSON since version 6; older
+    # heads take the time of the migration); the status of each thread is
+    # marked REBUILD and computed by the saver right after, from its decoded
+    # latest checkpoint (SqliteSaver._rebuild_index), which SQL cannot read.
+    (
+        """CREATE TABLE tether_threads (
+        thread_id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        checkpoints INTEGER NOT NULL,
+        namespaces INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        latest_id TEXT,
+        latest_step TEXT,
+        latest_ts TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        runnable INTEGER NOT NULL DEFAULT 0,
+        status TEXT,
+        bucket INTEGER NOT NULL
+    )""",
+        "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
+        "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
+        FILL_THREADS,
+    ),
 )
 
 #: The version this tether writes and reads.
@@ -279,6 +363,23 @@ CREATE: tuple[str, ...] = (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL
     )""",
+    """CREATE TABLE tether_threads (
+        thread_id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        checkpoints INTEGER NOT NULL,
+        namespaces INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        latest_id TEXT,
+        latest_step TEXT,
+        latest_ts TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        runnable INTEGER NOT NULL DEFAULT 0,
+        status TEXT,
+        bucket INTEGER NOT NULL
+    )""",
+    "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
+    "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
 )
 
 

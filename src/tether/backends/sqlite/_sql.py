@@ -15,10 +15,14 @@ Table names are tether's own (since schema version 4): ``tether_checkpoints``,
 
 from __future__ import annotations
 
+from tether._status import CONTROL_WRITES
+from tether.backends._threads import BUCKET_BITS
+from tether.checkpoint import ERROR, INTERRUPT
+
 __all__ = [
     "BAD_JSON_ANYWHERE",
     "BAD_JSON_IN_THREAD",
-    "CARRIED_MISSING",
+    "CARRIED_STORED",
     "CHECKPOINT_COLUMNS",
     "COLLECT_BLOBS",
     "COLLECT_WRITES",
@@ -31,6 +35,18 @@ __all__ = [
     "GET_BY_ID",
     "GET_LATEST",
     "HAS_BLOB",
+    "INDEX_CREATE",
+    "INDEX_DROP_EMPTY",
+    "INDEX_LATEST",
+    "INDEX_PUT",
+    "INDEX_PUT_FAST",
+    "INDEX_RECOUNT",
+    "INDEX_RESTATE",
+    "INDEX_SET_LATEST",
+    "INDEX_TOUCH",
+    "INDEX_TO_REBUILD",
+    "INDEX_WRITES",
+    "INDEX_WRITES_FAST",
     "INLINE_AT",
     "INSERT_BLOB",
     "INSERT_CHECKPOINT",
@@ -141,15 +157,6 @@ INSERT_CHECKPOINT = (
     "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3))"
 )
 
-# Of the versions a put carries over from earlier puts (a JSON object), those
-# without a stored value in the thread and namespace.
-CARRIED_MISSING = """
-SELECT j.key, j.value FROM json_each(?1) AS j
-WHERE NOT EXISTS (
-    SELECT 1 FROM tether_blobs AS b
-    WHERE b.thread_id = ?2 AND b.checkpoint_ns = ?3 AND b.channel = j.key AND b.version = j.value
-)
-"""
 
 # The parent of a put: the values its head keeps inline, what it promised was
 # stored (its versions, and what it lacked), and its checksum.
@@ -215,6 +222,7 @@ COLLECT_WRITES = (
 )
 
 DELETE_THREAD = (
+    "DELETE FROM tether_threads WHERE thread_id = ?",
     "DELETE FROM tether_writes WHERE thread_id = ?",
     "DELETE FROM tether_blobs WHERE thread_id = ?",
     "DELETE FROM tether_checkpoints WHERE thread_id = ?",
@@ -278,4 +286,165 @@ BAD_JSON_IN_THREAD = (
 BAD_JSON_ANYWHERE = (
     f"SELECT {CHECKPOINT_COLUMNS} FROM tether_checkpoints "
     "WHERE NOT (json_valid(metadata) AND json_valid(channel_versions)) LIMIT 1"
+)
+
+# --- the thread index (#15) ------------------------------------------------------------------
+
+
+def _state(tid: str, cid: str, runnable: str) -> str:
+    """The thread index's status of root checkpoint ``cid`` (SQL expressions) from its
+    write rows' channels and ``runnable``: :func:`tether._status.state_of` in SQL."""
+    key = f"thread_id = {tid} AND checkpoint_ns = '' AND checkpoint_id = {cid}"
+    control = ", ".join(f"'{c}'" for c in sorted(CONTROL_WRITES))
+    return f"""CASE
+    WHEN EXISTS (SELECT 1 FROM tether_writes WHERE {key} AND channel = '{ERROR}') THEN 'error'
+    WHEN EXISTS (
+        SELECT 1 FROM tether_writes AS i WHERE i.{key.replace(" AND ", " AND i.")}
+        AND i.channel = '{INTERRUPT}' AND NOT EXISTS (
+            SELECT 1 FROM tether_writes AS o WHERE o.{key.replace(" AND ", " AND o.")}
+            AND o.task_id = i.task_id AND o.channel NOT IN ({control}))
+    ) THEN 'interrupted'
+    WHEN {runnable} THEN 'pending' ELSE 'idle' END"""
+
+
+# Of the versions a put carries over (?1, a JSON object) and does not find inline
+# in its parent: the type of each one's stored value in the thread and
+# namespace (NULL: none; the empty marker: stored empty).
+CARRIED_STORED = """
+SELECT j.key, b.type FROM json_each(?1) AS j
+LEFT JOIN tether_blobs AS b
+  ON b.thread_id = ?2 AND b.checkpoint_ns = ?3 AND b.channel = j.key AND b.version = j.value
+"""
+
+# A put's index row, run before its checkpoint row is written (so the EXISTS
+# tests see whether the checkpoint and its namespace are new): ?1 thread, ?2 ns,
+# ?3 checkpoint id, ?4 now, ?5 bytes, ?6 root namespace, ?7 ts, ?8 the metadata
+# stored (JSON), ?9 runnable, ?10 the step as JSON and ?11 the user metadata
+# (JSON) when the saver has them at hand, else NULL: then they are taken out of
+# ?8 here. Only the newest root checkpoint moves the latest columns and the
+# status (writes may be stored before their put); the status reads the
+# checkpoint's write rows only when it has some. The namespace probe is skipped
+# for a root checkpoint of a thread that has a latest one (its namespace exists).
+#
+# Two statements: INDEX_PUT_FAST, an UPDATE that sets no indexed column, when
+# the thread's row is in the bucket of ?4 and keeps its status (SQLite then
+# rewrites no index entry: the put adds one page, the row's, to its commit);
+# else (no row changed) INDEX_PUT, the upsert that also moves bucket and status.
+_NEWEST = "?6 AND (t.latest_id IS NULL OR ?3 >= t.latest_id)"
+_HAS_WRITES = (
+    "EXISTS (SELECT 1 FROM tether_writes WHERE thread_id = ?1 AND checkpoint_ns = '' "
+    "AND checkpoint_id = ?3)"
+)
+_PUT_STATUS = (
+    f"CASE WHEN {_HAS_WRITES} THEN {_state('?1', '?3', '?9')} "
+    "WHEN ?9 THEN 'pending' ELSE 'idle' END"
+)
+_PUT_STEP = "coalesce(?10, json_quote(json_extract(?8, '$.step')))"
+_PUT_META = (
+    "coalesce(?11, json_remove(?8, '$.source', '$.step', '$.parents', '$.__tether_sealed__'))"
+)
+_NEW_CHECKPOINT = (
+    "NOT EXISTS (SELECT 1 FROM tether_checkpoints "
+    "WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3)"
+)
+_NEW_NAMESPACE = (
+    "CASE WHEN ?6 AND t.latest_id IS NOT NULL THEN 0 ELSE NOT EXISTS (SELECT 1 "
+    "FROM tether_checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2) END"
+)
+_PUT_MOVES = f"""updated_at = ?4,
+    checkpoints = t.checkpoints + {_NEW_CHECKPOINT},
+    namespaces = t.namespaces + {_NEW_NAMESPACE},
+    bytes = t.bytes + ?5 + length(?8),
+    latest_id = CASE WHEN {_NEWEST} THEN ?3 ELSE t.latest_id END,
+    latest_step = CASE WHEN {_NEWEST} THEN {_PUT_STEP} ELSE t.latest_step END,
+    latest_ts = CASE WHEN {_NEWEST} THEN ?7 ELSE t.latest_ts END,
+    metadata = CASE WHEN {_NEWEST} THEN {_PUT_META} ELSE t.metadata END,
+    runnable = CASE WHEN {_NEWEST} THEN ?9 ELSE t.runnable END"""
+INDEX_PUT_FAST = f"""
+UPDATE tether_threads AS t SET {_PUT_MOVES}
+WHERE t.thread_id = ?1 AND t.bucket = ?4 >> {BUCKET_BITS}
+  AND t.status IS (CASE WHEN {_NEWEST} THEN {_PUT_STATUS} ELSE t.status END)
+"""
+INDEX_PUT = f"""
+INSERT INTO tether_threads AS t (thread_id, created_at, updated_at, checkpoints, namespaces,
+    bytes, latest_id, latest_step, latest_ts, metadata, runnable, status, bucket)
+SELECT ?1, ?4, ?4, {_NEW_CHECKPOINT}, 1, ?5 + length(?8), CASE WHEN ?6 THEN ?3 END,
+       CASE WHEN ?6 THEN {_PUT_STEP} END, CASE WHEN ?6 THEN ?7 END,
+       CASE WHEN ?6 THEN {_PUT_META} ELSE '{{}}' END,
+       ?6 AND ?9, CASE WHEN ?6 THEN {_PUT_STATUS} END, ?4 >> {BUCKET_BITS}
+WHERE true
+ON CONFLICT (thread_id) DO UPDATE SET {_PUT_MOVES},
+    status = CASE WHEN {_NEWEST} THEN excluded.status ELSE t.status END,
+    bucket = excluded.bucket
+"""
+
+# After a batch of writes: ?1 thread, ?2 ns, ?3 checkpoint id, ?4 now, ?5 bytes.
+# The status follows the writes of the latest root checkpoint (unless unknown).
+# As for a put: the FAST update when bucket and status stay, else the full one.
+_WRITES_STATUS = f"""CASE WHEN ?2 = '' AND latest_id = ?3 AND status IS NOT NULL
+                  THEN {_state("?1", "?3", "runnable")} ELSE status END"""
+INDEX_WRITES_FAST = f"""
+UPDATE tether_threads SET updated_at = ?4, bytes = bytes + ?5
+WHERE thread_id = ?1 AND bucket = ?4 >> {BUCKET_BITS} AND status IS ({_WRITES_STATUS})
+"""
+INDEX_WRITES = f"""
+UPDATE tether_threads SET updated_at = ?4, bucket = ?4 >> {BUCKET_BITS}, bytes = bytes + ?5,
+    status = {_WRITES_STATUS}
+WHERE thread_id = ?1
+"""
+
+#: A thread's counts and bytes from its rows (after prune, copy, delete_for_runs).
+INDEX_RECOUNT = """
+UPDATE tether_threads SET
+    checkpoints = (SELECT count(*) FROM tether_checkpoints WHERE thread_id = ?1),
+    namespaces = (SELECT count(DISTINCT checkpoint_ns) FROM tether_checkpoints
+                  WHERE thread_id = ?1),
+    bytes = coalesce((SELECT sum(length(checkpoint) + length(metadata))
+                      FROM tether_checkpoints WHERE thread_id = ?1), 0)
+          + coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1), 0)
+          + coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1), 0)
+WHERE thread_id = ?1
+"""
+
+#: The index row of a thread that has no checkpoint left.
+INDEX_DROP_EMPTY = (
+    "DELETE FROM tether_threads WHERE thread_id = ?1 "
+    "AND NOT EXISTS (SELECT 1 FROM tether_checkpoints WHERE thread_id = ?1)"
+)
+
+#: A thread's index row as its recount needs it, with its newest root checkpoint now.
+INDEX_LATEST = (
+    "SELECT t.latest_id, t.status, (SELECT max(checkpoint_id) FROM tether_checkpoints "
+    "WHERE thread_id = ?1 AND checkpoint_ns = '') FROM tether_threads AS t WHERE thread_id = ?1"
+)
+
+#: A new index row for a thread a copy writes into (the recount fills it).
+INDEX_CREATE = (
+    "INSERT OR IGNORE INTO tether_threads (thread_id, created_at, updated_at, checkpoints, "
+    f"namespaces, bytes, bucket) VALUES (?1, ?2, ?2, 0, 0, 0, ?2 >> {BUCKET_BITS})"
+)
+
+#: A thread's index row touched now (?2) by an operation that is not a put.
+INDEX_TOUCH = (
+    f"UPDATE tether_threads SET updated_at = ?2, bucket = ?2 >> {BUCKET_BITS} WHERE thread_id = ?1"
+)
+
+#: The latest columns and status of a thread whose newest root checkpoint changed:
+#: ?1 thread, ?2 id, ?3 step, ?4 ts, ?5 metadata, ?6 runnable, ?7 status known.
+INDEX_SET_LATEST = f"""
+UPDATE tether_threads SET latest_id = ?2, latest_step = ?3, latest_ts = ?4, metadata = ?5,
+    runnable = ?6, status = CASE WHEN ?2 IS NULL OR NOT ?7 THEN NULL
+                                 ELSE {_state("?1", "?2", "?6")} END
+WHERE thread_id = ?1
+"""
+
+#: The status of an unchanged latest checkpoint again (a copy may have brought writes).
+INDEX_RESTATE = f"""
+UPDATE tether_threads SET status = {_state("?1", "latest_id", "runnable")}
+WHERE thread_id = ?1 AND latest_id IS NOT NULL AND status IS NOT NULL
+"""
+
+#: Threads whose index rows a migration filled and whose status is still to be read.
+INDEX_TO_REBUILD = (
+    "SELECT thread_id FROM tether_threads WHERE status = ? ORDER BY thread_id LIMIT ?"
 )
