@@ -28,19 +28,12 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 
 from bench._workloads import row, w1_pair
+from bench.bench_sqlite import _bytes
 from tether import SqliteSaver
 from tether.encryption import Encryption
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METRICS = ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes")
-
-
-def _bytes(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
-    return int(pages * size)
 
 
 def run(quick: bool = False) -> list[dict[str, Any]]:

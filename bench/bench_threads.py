@@ -32,10 +32,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from bench._workloads import median_ms
 from tether.backends._threads import BUCKET_BITS
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -123,15 +123,6 @@ def put_cost(backend: str, threads: int, rounds: int, baseline: str) -> dict[str
     }
 
 
-def _median_ms(fn: Any, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
-
-
 def _first_threads(saver: Any, n: int) -> list[str]:
     seen: dict[str, None] = {}
     for tup in saver.list(None):
@@ -168,7 +159,7 @@ def _listing_rows(backend: str, tether: Any, official: Any, n: int, repeats: int
     rows = []
     for name, fn in calls.items():
         scan = "whole scan" in name
-        ms = _median_ms(fn, 3 if scan else repeats)
+        ms = median_ms(fn, 3 if scan else repeats)
         rows.append(
             {
                 "backend": backend,

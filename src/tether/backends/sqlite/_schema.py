@@ -164,6 +164,28 @@ FROM a LEFT JOIN c AS r
   ON r.thread_id = a.thread_id AND r.checkpoint_ns = '' AND r.checkpoint_id = a.latest
 """  # noqa: S608 -- only fixed fragments of this module are formatted in
 
+#: The thread index (#15): its table and indexes, as the migration to 8 and a
+#: new store create them.
+_THREADS = (
+    """CREATE TABLE tether_threads (
+        thread_id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        checkpoints INTEGER NOT NULL,
+        namespaces INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        latest_id TEXT,
+        latest_step TEXT,
+        latest_ts TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        runnable INTEGER NOT NULL DEFAULT 0,
+        status TEXT,
+        bucket INTEGER NOT NULL
+    )""",
+    "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
+    "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
+)
+
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 0 -> 1: the three tables.
     (
@@ -284,23 +306,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # marked REBUILD and computed by the saver right after, from its decoded
     # latest checkpoint (SqliteSaver._rebuild_index), which SQL cannot read.
     (
-        """CREATE TABLE tether_threads (
-        thread_id TEXT PRIMARY KEY,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        checkpoints INTEGER NOT NULL,
-        namespaces INTEGER NOT NULL,
-        bytes INTEGER NOT NULL,
-        latest_id TEXT,
-        latest_step TEXT,
-        latest_ts TEXT,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        runnable INTEGER NOT NULL DEFAULT 0,
-        status TEXT,
-        bucket INTEGER NOT NULL
-    )""",
-        "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
-        "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
+        *_THREADS,
         FILL_THREADS,
     ),
 )
@@ -363,23 +369,7 @@ CREATE: tuple[str, ...] = (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL
     )""",
-    """CREATE TABLE tether_threads (
-        thread_id TEXT PRIMARY KEY,
-        created_at INTEGER NOT NULL,
-        updated_at INTEGER NOT NULL,
-        checkpoints INTEGER NOT NULL,
-        namespaces INTEGER NOT NULL,
-        bytes INTEGER NOT NULL,
-        latest_id TEXT,
-        latest_step TEXT,
-        latest_ts TEXT,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        runnable INTEGER NOT NULL DEFAULT 0,
-        status TEXT,
-        bucket INTEGER NOT NULL
-    )""",
-    "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
-    "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
+    *_THREADS,
 )
 
 
