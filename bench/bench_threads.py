@@ -71,6 +71,25 @@ if backend != "sqlite":
 """
 
 
+def _before_index() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    index = "src/tether/backends/_threads.py"
+    for commit in git("rev-list", "--first-parent", "HEAD").split():
+        parent = git("rev-list", "--max-count=1", "--skip=1", "--first-parent", commit)
+        if not parent:
+            break
+        has = subprocess.run(
+            ["git", "cat-file", "-e", f"{parent}:{index}"], cwd=HERE, capture_output=True
+        )
+        if has.returncode != 0:  # the parent has no index: this commit brought it in
+            return parent
+    raise RuntimeError(f"no commit before {index} in this history; set TETHER_BENCH_BASELINE")
+
+
 def _pg_ok() -> bool:
     try:
         import psycopg
@@ -82,13 +101,14 @@ def _pg_ok() -> bool:
 
 
 def _baseline(tmp: str) -> str:
-    """The tree to compare with: TETHER_BENCH_BASELINE, else the merge base with main."""
+    """The tree to compare with: TETHER_BENCH_BASELINE (a ``src`` directory), else
+    the newest commit of this history without the index: the first parent of
+    the first-parent commit that added ``backends/_threads.py`` (on main, the
+    merge that brought the index in)."""
     given = os.environ.get("TETHER_BENCH_BASELINE")
     if given:
         return given
-    base = subprocess.run(
-        ["git", "merge-base", "HEAD", "main"], cwd=HERE, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    base = _before_index()
     archive = subprocess.run(
         ["git", "archive", base, "src"], cwd=HERE, capture_output=True, check=True
     ).stdout
