@@ -329,26 +329,6 @@ class _AsyncPostgresCore:
 
         return await self._run(what, op)
 
-    async def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
-        """Run a fenced write statement, which must find the lease's epoch.
-
-        It returns the epoch it found in the thread's lease row; any other
-        value than ``epoch`` means it wrote nothing (see ``_sql``).
-        """
-        attempts = 0
-
-        async def op(conn: AsyncConnection[Any]) -> Any:
-            nonlocal attempts
-            attempts += 1
-            async with self._tx(conn):
-                cur = await _execute_tuples(conn, query, params)
-                row = await cur.fetchone()
-            return None if row is None else row[0]
-
-        current = await self._run(what, op)
-        if current != epoch:
-            raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
-
     # --- reads ------------------------------------------------------------------------
 
     async def aget_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
@@ -514,11 +494,41 @@ class _AsyncPostgresCore:
         return at.to_config()
 
     async def _put(self, what: str, query: str, params: dict[str, Any], epoch: int | None) -> None:
-        if epoch is None:
-            await self._execute(what, query, params)
-        else:
+        if epoch is not None:
             params["lease_epoch"] = epoch
-            await self._fenced(what, query, params, params["thread_id"], epoch)
+        await self._indexed_write(what, query, params, params["thread_id"], epoch)
+
+    async def _indexed_write(
+        self, what: str, query: str, params: Any, thread_id: str, epoch: int | None
+    ) -> None:
+        """Run a put or put_writes statement with the thread's index row locked first.
+
+        The statement sets the thread index's status from the checkpoint's write
+        rows as its snapshot sees them. A put and a put_writes of one thread at
+        once (LangGraph's async durability stores a checkpoint in the background
+        while its writes arrive), or two put_writes, would each miss the other's
+        rows under READ COMMITTED, and the last to commit would decide the
+        status. With the row locked first, the statement's snapshot is taken
+        after the previous writer committed. A fenced statement (``epoch``)
+        returns the lease epoch it found: any other value means it wrote nothing.
+        """
+        lock = self._sql.lock_thread_row
+        attempts = 0
+
+        async def op(conn: AsyncConnection[Any]) -> Any:
+            nonlocal attempts
+            attempts += 1
+            async with conn.transaction():
+                await conn.execute(lock, {"thread_id": thread_id})
+                cur = await _execute_tuples(conn, query, params)
+                if epoch is None:
+                    return None
+                row = await cur.fetchone()
+            return None if row is None else row[0]
+
+        current = await self._run(what, op)
+        if epoch is not None and current != epoch:
+            raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
 
     async def aput_writes(
         self,
@@ -539,11 +549,10 @@ class _AsyncPostgresCore:
         epoch = self._leases.epochs.get(addr.thread_id)
         if epoch is None:
             query = self._sql.put_writes if special else self._sql.put_writes_ordinary
-            await self._execute(what, query, params)
         else:
             params["lease_epoch"] = epoch
             query = self._sql.put_writes_fenced if special else self._sql.put_writes_ordinary_fenced
-            await self._fenced(what, query, params, addr.thread_id, epoch)
+        await self._indexed_write(what, query, params, addr.thread_id, epoch)
 
     # --- thread operations --------------------------------------------------------------
 

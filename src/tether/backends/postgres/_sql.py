@@ -153,6 +153,11 @@ class Statements:
         self.leases = f"{q}.{_schema.LEASES}"
         self.counts = f"{q}.{_schema.WRITE_COUNTS_TABLE}"
         self.threads = f"{q}.{_schema.THREADS_TABLE}"
+        # put and put_writes: the thread's index row, locked before their
+        # statement (its status must see every write committed before it).
+        self.lock_thread_row = (
+            f"SELECT 1 FROM {self.threads} WHERE thread_id = %(thread_id)s FOR UPDATE"
+        )
         self._joins = _read_joins(self.blobs, self.writes)
         #: LangGraph's get_delta_channel_history, one statement (see _history).
         self.history = HistoryStatements(self.checkpoints, self.blobs, self.writes, self.counts)

@@ -326,26 +326,6 @@ class _PostgresCore:
 
         return self._run(what, op)
 
-    def _fenced(self, what: str, query: str, params: Any, thread_id: str, epoch: int) -> None:
-        """Run a fenced write statement, which must find the lease's epoch.
-
-        It returns the epoch it found in the thread's lease row; any other
-        value than ``epoch`` means it wrote nothing (see ``_sql``).
-        """
-        attempts = 0
-
-        def op(conn: Connection[Any]) -> Any:
-            nonlocal attempts
-            attempts += 1
-            with self._tx(conn):
-                cur = _execute_tuples(conn, query, params)
-                row = cur.fetchone()
-            return None if row is None else row[0]
-
-        current = self._run(what, op)
-        if current != epoch:
-            raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
-
     # --- reads ------------------------------------------------------------------------
 
     def get_tuple(self, serde: SerializerProtocol, config: Config) -> CheckpointTuple | None:
@@ -511,11 +491,41 @@ class _PostgresCore:
         return at.to_config()
 
     def _put(self, what: str, query: str, params: dict[str, Any], epoch: int | None) -> None:
-        if epoch is None:
-            self._execute(what, query, params)
-        else:
+        if epoch is not None:
             params["lease_epoch"] = epoch
-            self._fenced(what, query, params, params["thread_id"], epoch)
+        self._indexed_write(what, query, params, params["thread_id"], epoch)
+
+    def _indexed_write(
+        self, what: str, query: str, params: Any, thread_id: str, epoch: int | None
+    ) -> None:
+        """Run a put or put_writes statement with the thread's index row locked first.
+
+        The statement sets the thread index's status from the checkpoint's write
+        rows as its snapshot sees them. A put and a put_writes of one thread at
+        once (LangGraph's async durability stores a checkpoint in the background
+        while its writes arrive), or two put_writes, would each miss the other's
+        rows under READ COMMITTED, and the last to commit would decide the
+        status. With the row locked first, the statement's snapshot is taken
+        after the previous writer committed. A fenced statement (``epoch``)
+        returns the lease epoch it found: any other value means it wrote nothing.
+        """
+        lock = self._sql.lock_thread_row
+        attempts = 0
+
+        def op(conn: Connection[Any]) -> Any:
+            nonlocal attempts
+            attempts += 1
+            with conn.transaction():
+                conn.execute(lock, {"thread_id": thread_id})
+                cur = _execute_tuples(conn, query, params)
+                if epoch is None:
+                    return None
+                row = cur.fetchone()
+            return None if row is None else row[0]
+
+        current = self._run(what, op)
+        if epoch is not None and current != epoch:
+            raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
 
     def put_writes(
         self,
@@ -536,11 +546,10 @@ class _PostgresCore:
         epoch = self._leases.epochs.get(addr.thread_id)
         if epoch is None:
             query = self._sql.put_writes if special else self._sql.put_writes_ordinary
-            self._execute(what, query, params)
         else:
             params["lease_epoch"] = epoch
             query = self._sql.put_writes_fenced if special else self._sql.put_writes_ordinary_fenced
-            self._fenced(what, query, params, addr.thread_id, epoch)
+        self._indexed_write(what, query, params, addr.thread_id, epoch)
 
     # --- thread operations --------------------------------------------------------------
 
