@@ -15,6 +15,12 @@ server). Every workload runs on a fresh database per saver, dropped afterwards.
 * 8 writer processes on distinct threads, each doing put + put_writes, released
   together: aggregate puts per second over the wall time of all eight,
   median of rounds run in the order tether, official, official, tether, ...;
+* many conversations in one process (#19 goal 8): 16 and 64 asyncio tasks,
+  each putting 5 tiny checkpoints of its own thread, through one async saver:
+  tether's (a pool of 10, group commit on; and off, column ``no_group``)
+  against the official ``AsyncPostgresSaver`` as its docs open it (one
+  connection). Aggregate puts per second and p99 latency per put, median of
+  rounds alternated between the three;
 * bytes stored: ``pg_total_relation_size`` of every table of the store;
 * the floor (column ``floor``) of W2 and of the 8 writers: :class:`FloorSaver`,
   one INSERT and one commit per call through the same harness, interleaved
@@ -30,6 +36,7 @@ row_factory=dict_row))`` then ``setup()``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
@@ -284,6 +291,65 @@ def writers(kind: str, dsn: str, processes: int, n: int) -> dict[str, float]:
     return {"puts_per_s": processes * n / elapsed}
 
 
+# --- many conversations in one process ----------------------------------------------------
+
+
+async def _conversation(saver: Any, tid: str, n: int, latencies: list[float]) -> None:
+    cfg: dict[str, Any] = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+    prev = None
+    for i in range(n):
+        ckpt = _checkpoint(prev)
+        values = {"step": i, "user": tid, "flag": i % 2 == 0}
+        t0 = time.perf_counter()
+        nv = _advance(saver, ckpt, values)
+        cfg = await saver.aput(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
+        latencies.append(time.perf_counter() - t0)
+        prev = ckpt
+
+
+async def _many(kind: str, dsn: str, threads: int, per_thread: int) -> tuple[float, float]:
+    """Aggregate puts/s and p99 seconds of ``threads`` concurrent conversations."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as OfficialAsync
+
+    latencies: list[float] = []
+    tids = [f"{kind}-{k}" for k in range(threads)]
+
+    async def go(saver: Any) -> float:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(_conversation(saver, t, per_thread, latencies) for t in tids))
+        return time.perf_counter() - t0
+
+    if kind == "langgraph":
+        async with OfficialAsync.from_conn_string(dsn) as official:
+            await official.setup()
+            elapsed = await go(official)
+    else:
+        saver = PostgresSaver.from_conn_string(dsn, group_commit=kind == "tether")
+        await saver.asetup()
+        try:
+            elapsed = await go(saver)
+        finally:
+            await saver.aclose()
+    latencies.sort()
+    return threads * per_thread / elapsed, latencies[int(len(latencies) * 0.99)]
+
+
+def many_conversations(threads: int, per_thread: int, rounds: int) -> list[dict[str, Any]]:
+    kinds = ["tether", "langgraph", "no_group"]
+    got: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+    for r in range(rounds):
+        for kind in kinds if r % 2 == 0 else kinds[::-1]:
+            with fresh_database(f"mc{kind[0]}") as dsn:
+                got[kind].append(asyncio.run(_many(kind, dsn, threads, per_thread)))
+    med = {k: [statistics.median(x[i] for x in got[k]) for i in (0, 1)] for k in kinds}
+    name = f"{threads} concurrent threads x {per_thread} puts, one process"
+    puts = row(name, "puts_per_s", med["tether"][0], med["langgraph"][0], True)
+    puts["no_group"] = round(med["no_group"][0])
+    p99 = row(name, "p99_ms", med["tether"][1] * 1e3, med["langgraph"][1] * 1e3, False)
+    p99["no_group"] = round(med["no_group"][1] * 1e3, 1)
+    return [puts, p99]
+
+
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -346,6 +412,9 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     eight = row(f"8 processes x {per_writer} put+put_writes", "puts_per_s", t_ps, o_ps, True)
     eight["floor"] = round(f_ps)
     rows.append(eight)
+
+    for many in (16, 64):
+        rows += many_conversations(many, 5 if quick else 25, 2 if quick else 3)
 
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "postgres.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))

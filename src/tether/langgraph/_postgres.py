@@ -74,7 +74,7 @@ class PostgresSaver(TetherLangGraphSaver):
             it alone.
         **options: :class:`tether.backends.postgres.PostgresSaver` options
             (``schema``, ``inline_primitives``, ``page_size``,
-            ``compress_threshold``, ``prepare_threshold``, ``encryption``:
+            ``compress_threshold``, ``prepare_threshold``, ``group_commit``, ``encryption``:
             values, writes and metadata sealed with AES-256-GCM, see
             ``docs/encryption.md``).
 

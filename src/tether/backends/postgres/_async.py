@@ -73,6 +73,7 @@ from tether.backends.postgres._codec import (
     write_records,
 )
 from tether.backends.postgres._errors import is_retryable, translate
+from tether.backends.postgres._group import AsyncGroupCommit, Write, ordered
 from tether.backends.postgres._leases import (
     LeaseRegistry,
     lost_lease,
@@ -169,6 +170,7 @@ class _AsyncPostgresCore:
         conninfo: str | None = None,
         connect_kwargs: Mapping[str, Any] | None = None,
         leases: LeaseRegistry | None = None,
+        group_commit: bool = True,
     ) -> None:
         self._pool: AsyncConnectionPool[Any] | None = None
         self._single: AsyncConnection[Any] | None = None
@@ -200,6 +202,11 @@ class _AsyncPostgresCore:
         # of a listing already under way, raises it instead of using a resource.
         self._closed: StorageError | None = None
         self._clock = now_micros  # the thread index's times (#15)
+        # Concurrent writes share a transaction once every connection is busy:
+        # as many batches at once as the pool has connections (one for a
+        # single connection, whose writes used to wait for its lock one by one).
+        writers = 1 if self._pool is None else self._pool.max_size
+        self._group = AsyncGroupCommit(writers) if group_commit else None
 
     def mark_closed(self, error: StorageError) -> None:
         """Refuse every operation from now on with ``error`` (the saver was closed)."""
@@ -501,30 +508,68 @@ class _AsyncPostgresCore:
     async def _indexed_write(
         self, what: str, query: str, params: Any, thread_id: str, epoch: int | None
     ) -> None:
-        """Run a put or put_writes statement: one statement, one round trip.
+        """Run a put or put_writes statement, alone or group-committed with others.
 
         It also keeps the thread's index row, whose status it computes where
         that row is locked (see ``_schema.THREAD_STATUS``), so a put and a
         put_writes of one checkpoint at once agree on it. A fenced statement
         (``epoch``) returns the lease epoch it found: any other value means it
-        wrote nothing.
+        wrote nothing. With group commit (``_group``), concurrent writes share
+        a transaction when every connection is busy.
         """
-        if epoch is None:
-            await self._execute(what, query, params)
-            return
-        attempts = 0
+        write = Write(what, query, params, thread_id, fetch=epoch is not None)
+        if self._group is None:
+            current = await self._write_alone(write)
+        else:
+            current = await self._group.run(write, self._write_alone, self._write_together)
+        if epoch is not None and current != epoch:
+            raise lost_on_write(what, thread_id, epoch, current, retried=write.attempts > 1)
+
+    async def _write_alone(self, write: Write) -> Any:
+        """One write statement in its own transaction (none in autocommit); its row."""
 
         async def op(conn: AsyncConnection[Any]) -> Any:
-            nonlocal attempts
-            attempts += 1
+            write.attempts += 1
             async with self._tx(conn):
-                cur = await _execute_tuples(conn, query, params)
+                cur = await _execute_tuples(conn, write.query, write.params)
+                if not write.fetch:
+                    return None
                 row = await cur.fetchone()
             return None if row is None else row[0]
 
-        current = await self._run(what, op)
-        if current != epoch:
-            raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
+        return await self._run(write.what, op)
+
+    async def _write_together(self, batch: Sequence[Write]) -> None:
+        """Run ``batch`` as one transaction in one round trip; settle each write.
+
+        If a statement fails, the transaction rolls back and each write runs
+        again alone, so that its own error reaches its caller (see ``_group``).
+        """
+        run_order = ordered(batch)
+
+        async def op(conn: AsyncConnection[Any]) -> Sequence[Any]:
+            cursors = []
+            async with conn.pipeline(), conn.transaction():
+                for w in run_order:
+                    w.attempts += 1
+                    cursors.append(await _execute_tuples(conn, w.query, w.params))
+            rows = []
+            for w, cur in zip(run_order, cursors, strict=True):
+                row = await cur.fetchone() if w.fetch else None
+                rows.append(None if row is None else row[0])
+            return rows
+
+        try:
+            rows = await self._run(f"group commit of {len(batch)} writes", op)
+        except TetherError:
+            for w in run_order:
+                try:
+                    w.settle(await self._write_alone(w))
+                except Exception as exc:  # its caller's, raised by Write.outcome()
+                    w.settle(error=exc)
+            return
+        for w, row in zip(run_order, rows, strict=True):
+            w.settle(row)
 
     async def aput_writes(
         self,

@@ -230,6 +230,12 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             AES-256-GCM (:class:`~tether.encryption.Encryption`, or
             ``{key_id: key}``); ``None`` (default): the keys of
             ``TETHER_KEYS`` if set; ``False``: off. See ``docs/encryption.md``.
+        group_commit: when every connection the saver may use is busy,
+            concurrent puts and put_writes wait in a queue and the next one to
+            get a connection runs them all as one transaction (one commit, one
+            round trip); each caller returns once its write committed, so
+            durability is unchanged, and an idle saver runs each write alone.
+            ``False``: one transaction per write, always.
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -288,6 +294,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        group_commit: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         crypt = encryption_from(encryption)
@@ -312,6 +319,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             "appends": AppendTracker.create(delta_threshold),
             # One for the saver, its two cores and its with_allowlist clones.
             "leases": LeaseRegistry(),
+            "group_commit": bool(group_commit),
         }
         self._res = _Resources()
         if conn is None:
@@ -349,6 +357,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        group_commit: bool = True,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
@@ -392,6 +401,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             delta_threshold=delta_threshold,
             max_value_size=max_value_size,
             encryption=encryption,
+            group_commit=group_commit,
         )
         res = saver._res
         res.url = location
