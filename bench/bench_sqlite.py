@@ -94,6 +94,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
         w2 = f"W2 {threads} threads x 5"
         rows.append(row(w2, "puts_per_s", t["puts_per_s"], o["puts_per_s"], True))
         rows.append(row(w2, "get_ms", t["get_ms"], o["get_ms"], False))
+        rows.append(row(w2, "bytes", _bytes(paths["tether"]), _bytes(paths["langgraph"]), False))
         n3 = 200 if quick else 1000
         savers, paths, closes = _both(tmp, "w3")
         try:

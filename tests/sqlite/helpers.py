@@ -122,10 +122,32 @@ def as_version(source: Path, target: Path, version: int) -> None:
                 "SELECT count(*) FROM src.tether_blobs WHERE encoding NOT IN (0, 4)"
             ).fetchone() == (0,)
         conn.execute("DETACH DATABASE src")
+        if version in (7, 8):
+            _versions_of_every_channel(conn)
         if version < 6:
             _heads_through_the_serializer(conn, version)
     finally:
         conn.close()
+
+
+def _versions_of_every_channel(conn: sqlite3.Connection) -> None:
+    """Rows as a tether of version 7 or 8 wrote them: ``channel_versions`` names every
+    channel, those kept inline in the head too (version 9 names only the others)."""
+    import json
+
+    from tether.backends._sqlbase import row_checksum, versions_to_json
+
+    rows = conn.execute(
+        "SELECT rowid, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata, "
+        "unstored FROM tether_checkpoints"
+    ).fetchall()
+    for rowid, cid, parent, tag, head, meta, unstored in rows:
+        versions = versions_to_json(json.loads(head)["channel_versions"])
+        checksum = row_checksum(cid, parent, tag, head, versions, meta, unstored)
+        conn.execute(
+            "UPDATE tether_checkpoints SET channel_versions = ?, checksum = ? WHERE rowid = ?",
+            (versions, checksum, rowid),
+        )
 
 
 def _heads_through_the_serializer(conn: sqlite3.Connection, version: int) -> None:

@@ -55,6 +55,7 @@ _OPTIONS: dict[int, dict[str, Any]] = {
     5: {"inline_primitives": False},
     6: {"inline_primitives": False},
     7: {},
+    8: {},
 }
 
 
@@ -70,7 +71,7 @@ def _old_store(tmp_path: Path, version: int) -> tuple[Path, list[tuple[Any, ...]
     return old, expected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_a_populated_store_of_each_version_migrates_with_everything_equal(
     tmp_path: Path, version: int
 ) -> None:

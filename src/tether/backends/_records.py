@@ -163,6 +163,8 @@ class PutPlan:
     metadata: dict[str, Any]  # merged with the config's, JSON-safe
     values: tuple[ValueRecord, ...]
     fallbacks: tuple[Fallback, ...]
+    # The channels the put names whose values the head keeps inline (no record).
+    inlined: frozenset[str] = frozenset()
 
     @property
     def named(self) -> list[str]:
@@ -274,6 +276,7 @@ def encode_put(
         metadata=meta,
         values=tuple(values),
         fallbacks=tuple(fallbacks),
+        inlined=frozenset(inlined),
     )
 
 

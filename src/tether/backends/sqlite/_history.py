@@ -23,7 +23,9 @@ rules). :func:`statement` answers it in one SELECT, so in one read snapshot:
 A version is read from the row's ``channel_versions`` with ``json_extract``
 and a path, for names that a path can spell in SQLite 3.40 (printable ASCII
 without ``"`` and ``\\``); any other name with a ``json_each`` lookup.
-Everything else is a bound parameter; the text is composed from the
+The version of a channel kept inline, which since schema 9 only the head
+names, is read from the head in Python (:class:`Walked`). Everything else is a
+bound parameter; the text is composed from the
 fragments below, per channel count and name kind, and cached.
 """
 
@@ -103,9 +105,12 @@ def _inline(i: int, safe: bool, row: str) -> str:
 def _state(i: int, safe: bool, walked: str) -> str:
     """Channel i's state (``_NONE``...) at checkpoint row ``c``, reached with ``walked``."""
     version = _version(i, safe, "c")
+    # Inline first: since schema 9 the row's channel_versions names only the
+    # channels not kept inline (Walked reads an inline one's version from the head).
     return (
-        f"CASE WHEN ({walked}) & {1 << i} = 0 OR {version} IS NULL THEN {_NONE} "
+        f"CASE WHEN ({walked}) & {1 << i} = 0 THEN {_NONE} "
         f"WHEN {_inline(i, safe, 'c')} THEN {_INLINE} "
+        f"WHEN {version} IS NULL THEN {_NONE} "
         f"ELSE coalesce((SELECT CASE WHEN b.type = '{EMPTY_TAG}' THEN {_EMPTY} ELSE {_VALUE} END "
         f"FROM tether_blobs AS b WHERE b.thread_id = ?1 AND b.checkpoint_ns = ?2 "
         f"AND b.channel = {_name(i)} AND b.version = {version}), {_NO_ROW}) END"
@@ -238,11 +243,13 @@ class Walked:
                 state, version = r[14 + i], r[14 + n + i]
                 if state == _NONE:
                     continue
-                versions[channel] = version
-                if state == _EMPTY:
+                if state == _INLINE:
+                    at, values = head_inline(r[5], r[6])
+                    inline[channel] = values[channel]
+                    version = str(at.get(channel))
+                elif state == _EMPTY:
                     self.stored.setdefault((channel, version), _EMPTY_ROW)
-                elif state == _INLINE:
-                    inline[channel] = head_inline(r[5], r[6])[1][channel]
+                versions[channel] = version
             cid = r[3]
             mine = writes.get(cid, [])
             mine.sort(key=lambda w: w.order)

@@ -749,6 +749,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         head_type, head_bytes = plan.head
         unstored = None
         runnable = index.runnable
+        carried: dict[str, Any] = {}
         if plan.carried:
             carried, missing, parent, stored = _resolve_carried(conn, plan, self._conns.where)
             if carried:
@@ -759,7 +760,11 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             if missing:
                 check_carried(plan, missing, *parent)
                 unstored = json.dumps(sorted(missing), separators=(",", ":"))
-        versions_json = versions_to_json(plan.versions)
+        # The row names the versions of the channels not kept inline in its head:
+        # what reads join value rows by and garbage collection keeps.
+        inline = plan.inlined | carried.keys() if plan.carried else plan.inlined
+        row_versions = {c: v for c, v in plan.versions.items() if c not in inline}
+        versions_json = versions_to_json(row_versions)
         meta_json = dumps_json(plan.metadata)
         checksum = row_checksum(
             cid, plan.parent_id, head_type, head_bytes, versions_json, meta_json, unstored
@@ -1087,10 +1092,10 @@ def _resolve_carried(
     missing = [r[0] for r in found if r[1] is None]
     stored = {r[0] for r in found if r[1] is not None and r[1] != EMPTY_TAG}
     for channel in list(missing):
-        for found in conn.execute(INLINE_AT, (tid, ns, channel, rest[channel])):
+        for found in conn.execute(INLINE_AT, (tid, ns, channel)):
             check_row(found, where)
-            _, inline = head_inline(found[4], found[5])
-            if channel in inline:
+            at, inline = head_inline(found[4], found[5])
+            if channel in inline and str(at.get(channel)) == rest[channel]:
                 carried[channel] = inline[channel]
                 missing.remove(channel)
                 break

@@ -36,9 +36,12 @@ that a file can hold a tether store and LangGraph's official one side by side:
 
 ``tether_checkpoints``
     one row per checkpoint: the head (the checkpoint without channel values,
-    through the saver's serializer, so unknown keys round-trip), its
-    ``channel_versions`` again as a JSON object of strings (so SQL can join
-    checkpoints to blobs for garbage collection), ``run_id`` (from metadata,
+    through the saver's serializer, so unknown keys round-trip; since version
+    7 the small values kept inline are in it), in ``channel_versions`` the
+    versions of the channels not kept inline again, as a JSON object of
+    strings (so SQL can join checkpoints to blobs for reads and garbage
+    collection; rows written before version 9 name every channel),
+    ``run_id`` (from metadata,
     for ``delete_for_runs``), the metadata as JSON text (filtered in SQL
     with ``json_each``), ``checksum`` (xxh3 of the row's content, see
     :func:`tether.backends._sqlbase.row_checksum`; NULL in rows written
@@ -309,6 +312,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         *_THREADS,
         FILL_THREADS,
     ),
+    # 8 -> 9: a checkpoint row's `channel_versions` names only the channels
+    # whose values are rows (or are missing), not those kept inline in its
+    # head (which has every version): a tiny state's row is shorter and its
+    # read joins no value rows (#19). No table changes: rows written before
+    # name every channel, which reads, garbage collection and the history
+    # walk still take; the version stops an older tether from writing, which
+    # would look for inline values through that column and not find them.
+    ("SELECT 1",),
 )
 
 #: The version this tether writes and reads.

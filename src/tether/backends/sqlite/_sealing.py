@@ -38,6 +38,7 @@ from tether.backends._sqlbase import (
     row_checksum,
     value_checksum,
     versions_from_json,
+    versions_to_json,
     write_checksum,
 )
 from tether.checkpoint import Address
@@ -83,7 +84,8 @@ _UPDATE_WRITE = _SET_WRITE + " AND value = ?"
 _UPDATE_META = _SET_META + " AND metadata = ?"
 # A head written before encryption, its values in clear, moved to sealed value rows.
 _UPDATE_HEAD = (
-    "UPDATE tether_checkpoints SET checkpoint = ?, metadata = ?, checksum = ? "
+    "UPDATE tether_checkpoints SET checkpoint = ?, channel_versions = ?, metadata = ?, "
+    "checksum = ? "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
     "AND checkpoint = ? AND metadata = ?"
 )
@@ -258,7 +260,7 @@ def _head_update(
     codec: BlobCodec, serde: SerializerProtocol, crypt: Encryption, row: Sequence[Any]
 ) -> list[tuple[str, list[tuple[Any, ...]]]] | None:
     """The ops that move a head's clear values to sealed rows and seal its metadata."""
-    tid, ns, cid, parent, head_type, head, versions_json, meta_json, unstored = row
+    tid, ns, cid, parent, head_type, head, _versions, meta_json, unstored = row
     if head_type != HEAD_JSON:
         return None
     doc = loads_json(head)
@@ -268,10 +270,14 @@ def _head_update(
     new_head, records = moved
     head_bytes = msgspec.json.encode(new_head)
     meta = metadata_from_json(meta_json, address=Address(tid, ns, cid))
-    versions = versions_from_json(versions_json)
+    # Every channel's values are rows now: the row names them all (since schema
+    # 9 it named only those not kept inline), and metadata is bound to them all.
+    stored = new_head.get("channel_versions") or {}
+    text_versions = versions_to_json(stored)
+    versions = versions_from_json(text_versions)
     sealed = reseal_metadata(crypt, meta, tid, tid, ns, cid, versions, parent)
     text = meta_json if sealed is None else dumps_json(sealed)
-    check = row_checksum(cid, parent, head_type, head_bytes, versions_json, text, unstored)
+    check = row_checksum(cid, parent, head_type, head_bytes, text_versions, text, unstored)
     blobs = [
         (
             *(tid, ns, v.channel, v.version, v.type, v.encoding, None, v.payload),
@@ -281,5 +287,8 @@ def _head_update(
     ]
     return [
         (_ADD_BLOB, blobs),
-        (_UPDATE_HEAD, [(head_bytes, text, check, tid, ns, cid, head, meta_json)]),
+        (
+            _UPDATE_HEAD,
+            [(head_bytes, text_versions, text, check, tid, ns, cid, head, meta_json)],
+        ),
     ]

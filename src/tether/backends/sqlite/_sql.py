@@ -165,14 +165,18 @@ PARENT_PROMISE = (
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
 
-# The checkpoints of a namespace, newest first, whose versions give channel ?3
-# version ?4: where a put looks for a value kept inline that its parent does
-# not have (a scan, made only for a channel no blob row holds).
+# The checkpoints of a namespace, newest first, whose heads keep channel ?3
+# inline: where a put looks for a value kept inline that its parent does not
+# have (a scan, made only for a channel no blob row holds; the saver compares
+# the head's version, which the row's channel_versions does not name). A head
+# that is not JSON (damaged) is passed over here and refused by its reads.
+_HEAD_TEXT = "CAST(c.checkpoint AS TEXT)"
 INLINE_AT = f"""
 SELECT {", ".join("c." + c.strip() for c in CHECKPOINT_COLUMNS.split(","))}
-FROM tether_checkpoints AS c, json_each(c.channel_versions) AS j
-WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.type = 'head+json'
-  AND j.key = ?3 AND j.value = ?4
+FROM tether_checkpoints AS c, json_each(
+    CASE WHEN json_valid({_HEAD_TEXT}) THEN {_HEAD_TEXT} ELSE '{{}}' END, '$.channel_values'
+) AS j
+WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.type = 'head+json' AND j.key = ?3
 ORDER BY c.checkpoint_id DESC
 """
 
