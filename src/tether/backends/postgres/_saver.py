@@ -85,9 +85,10 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
-from tether.contract import check_list_args
+from tether.contract import check_list_args, check_thread_id
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, StorageError, TetherError
+from tether.lifecycle import Retention, check_retention, no_thread
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.threads import ThreadOrder, ThreadPage
 
@@ -230,6 +231,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             AES-256-GCM (:class:`~tether.encryption.Encryption`, or
             ``{key_id: key}``); ``None`` (default): the keys of
             ``TETHER_KEYS`` if set; ``False``: off. See ``docs/encryption.md``.
+        retention: the :class:`~tether.lifecycle.Retention` that :meth:`sweep`
+            applies (``None``: keep everything). A sweep never deletes a
+            leased thread, nor waits for a put in progress (it skips that
+            thread until the next sweep).
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -288,8 +293,9 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        retention: Retention | None = None,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, retention=retention)
         crypt = encryption_from(encryption)
         if import_official is not None and not isinstance(import_official, bool):
             raise ConfigError(
@@ -349,6 +355,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         import_official: bool | None = None,
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        retention: Retention | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
@@ -392,6 +399,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             delta_threshold=delta_threshold,
             max_value_size=max_value_size,
             encryption=encryption,
+            retention=retention,
         )
         res = saver._res
         res.url = location
@@ -821,6 +829,77 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         )
         self._check_index_filter(query.metadata)
         return self._sync_core().threads(query)
+
+    # --- lifecycle (#15) ----------------------------------------------------------------
+
+    def set_retention(self, thread_id: str, policy: Retention | None) -> None:
+        tid = check_thread_id(thread_id, bounded=False)
+        found = check_retention(policy, "policy")
+        if not self._sync_core().set_retention(tid, None if found is None else found.to_json()):
+            raise no_thread(tid)
+
+    def get_retention(self, thread_id: str) -> Retention | None:
+        found = self._sync_core().get_retention(check_thread_id(thread_id, bounded=False))
+        return None if found is None else Retention.from_json(found)
+
+    def _retention_rows(self) -> builtins.list[tuple[str, Any]]:
+        return [(str(t), p) for t, p in self._sync_core().retention_rows()]
+
+    def _sweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        return self._sync_core().sweep_expired(due, dry_run)
+
+    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+        return self._sync_core().sweep_prune(thread_id, keep, active_before)
+
+    def sweep_lock(self) -> AbstractContextManager[bool]:
+        """Whether this process may sweep now: ``with saver.sweep_lock() as mine: ...``.
+
+        One sweeper per schema at a time: a session advisory lock, released
+        when the block ends or by the server when the process dies. The
+        background sweeper (``sweep_interval``) takes it around each round;
+        ``sweep()`` itself needs none (every batch checks its threads again).
+        """
+        return self._sync_core().sweep_lock()
+
+    async def aset_retention(self, thread_id: str, policy: Retention | None) -> None:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.set_retention, thread_id, policy)
+        tid = check_thread_id(thread_id, bounded=False)
+        found = check_retention(policy, "policy")
+        if not await core.aset_retention(tid, None if found is None else found.to_json()):
+            raise no_thread(tid)
+
+    async def aget_retention(self, thread_id: str) -> Retention | None:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self.get_retention, thread_id)
+        found = await core.aget_retention(check_thread_id(thread_id, bounded=False))
+        return None if found is None else Retention.from_json(found)
+
+    async def _aretention_rows(self) -> builtins.list[tuple[str, Any]]:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self._retention_rows)
+        return [(str(t), p) for t, p in await core.aretention_rows()]
+
+    async def _asweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self._sweep_expired, due, dry_run)
+        return await core.asweep_expired(due, dry_run)
+
+    async def _asweep_prune(
+        self, thread_id: str, keep: int, active_before: int
+    ) -> tuple[int, int] | None:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self._sweep_prune, thread_id, keep, active_before)
+        return await core.asweep_prune(thread_id, keep, active_before)
 
     # --- async API --------------------------------------------------------------------
     # The loop's async core when there is one; else (a saver built from a sync

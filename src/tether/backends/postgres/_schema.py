@@ -174,6 +174,15 @@ THREADS_INDEXES = (
 )
 
 
+#: A thread's own retention policy (#15): the column and the index of the threads
+#: that have one, as the migration and the baseline add them.
+RETENTION = (
+    "ALTER TABLE {schema}.tether_threads ADD COLUMN retention JSONB",
+    "CREATE INDEX tether_threads_retention_idx ON {schema}.tether_threads (thread_id) "
+    "WHERE retention IS NOT NULL",
+)
+
+
 def state_query(writes: str, runnable: str) -> str:
     """A thread's status (SQL, one value) from ``writes``, a query of a checkpoint's
     ``(task_id, channel)`` write rows, and ``runnable`` (SQL):
@@ -458,6 +467,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     # setup() right after, from its decoded latest checkpoint, which SQL cannot
     # read. The indexes are built in the transaction: the table is new.
     Migration("thread index", (THREADS, *THREADS_INDEXES, THREAD_STATE, FILL_THREADS)),
+    # A thread's own retention policy (issue #15), read by sweep(): JSON of
+    # tether.lifecycle.Retention, NULL when the saver's applies. The partial
+    # index lists the threads that have one; puts never change the column, so
+    # their index updates stay HOT. (Numbered after the lead's migration 16
+    # when both are merged: it depends on nothing but the thread index.)
+    Migration("thread retention", RETENTION),
 )
 
 #: The first version whose tables have tether's own names.
@@ -536,6 +551,7 @@ BASELINE: tuple[str, ...] = (
     THREADS,
     *THREADS_INDEXES,
     THREAD_STATE,
+    *RETENTION,
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
