@@ -912,8 +912,10 @@ class _AsyncPostgresCore:
             try:
                 yield got
             finally:
+                # A lost session already dropped the lock with it.
                 if got and not conn.closed:
-                    await conn.execute(self._sweeps.unlock, key)
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute(self._sweeps.unlock, key)
 
     # --- schema -----------------------------------------------------------------------
 

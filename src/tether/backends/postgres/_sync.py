@@ -905,8 +905,10 @@ class _PostgresCore:
             try:
                 yield got
             finally:
+                # A lost session already dropped the lock with it.
                 if got and not conn.closed:
-                    conn.execute(self._sweeps.unlock, key)
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute(self._sweeps.unlock, key)
 
     # --- schema -----------------------------------------------------------------------
 
