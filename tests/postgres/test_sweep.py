@@ -10,14 +10,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.conninfo import conninfo_to_dict
 
 from tether import PostgresSaver
 from tether.backends.postgres import _schema
 from tether.lifecycle import Retention
 from tether.testing._driver import Driver, Line
 
+from ..sweep_crash import check_whole_or_gone, kill_mid_sweep, populate
 from ..test_lifecycle import _check_one, _stores
 from .conftest import fresh_schema, url_saver
 
@@ -138,3 +141,42 @@ def test_a_sweep_keeps_every_checkpoint_its_policy_keeps_whole(
             await _check_one(saver, store, mode)
 
     asyncio.run(run())
+
+
+def _rows(admin: psycopg.Connection[Any], schema: str) -> dict[str, dict[str, int]]:
+    tables = ("tether_checkpoints", "tether_blobs", "tether_writes", "tether_write_counts")
+    return {
+        table: dict(
+            admin.execute(
+                f'SELECT thread_id, count(*) FROM "{schema}".{table} GROUP BY thread_id'
+            ).fetchall()
+        )
+        for table in tables
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["ttl", "prune"])
+@pytest.mark.parametrize("seed", range(2))
+def test_sigkill_in_the_middle_of_a_sweep_leaves_every_thread_whole_or_gone(
+    pg_dsn: str, admin: psycopg.Connection[Any], mode: str, seed: int
+) -> None:
+    schema = fresh_schema()
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        saver.setup()
+        before = populate(saver)
+    params = conninfo_to_dict(pg_dsn)
+    url = (
+        f"postgresql://{params.get('user', 'postgres')}@{params.get('host', '127.0.0.1')}:"
+        f"{params.get('port', '5432')}/{params['dbname']}?schema={schema}"
+    )
+    lines = kill_mid_sweep(url, mode, seed)
+    assert "done" not in lines
+    with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
+        whole, pruned = check_whole_or_gone(saver, before, _rows(admin, schema))
+        assert whole < len(before)
+        saver.retention = Retention(ttl=1) if mode == "ttl" else Retention(keep_last=1)
+        saver.sweep(now=LATER)
+        whole, pruned = check_whole_or_gone(saver, before, _rows(admin, schema))
+        assert whole == 0
+        assert pruned == (len(before) if mode == "prune" else 0)
