@@ -124,6 +124,7 @@ from __future__ import annotations
 import abc
 import builtins
 import copy
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal, Self, TypeAlias
 
@@ -137,7 +138,7 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
-from tether.lifecycle import Retention, SweepReport, check_retention
+from tether.lifecycle import ReadRefresher, Retention, SweepReport, check_retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol, as_typed
 from tether.threads import ThreadOrder, ThreadPage
 from tether.versions import next_str_version
@@ -195,7 +196,8 @@ class BaseCheckpointSaver(Closable, abc.ABC):
     """
 
     serde: SerializerProtocol
-    retention: Retention | None = None
+    _retention: Retention | None = None
+    _refresher: ReadRefresher | None = None  # refresh_on_read's memory
 
     def __init__(
         self,
@@ -204,7 +206,17 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         retention: Retention | None = None,
     ) -> None:
         self.serde = as_typed(serde) if serde is not None else default_serializer()
-        self.retention = check_retention(retention)
+        self.retention = retention
+
+    @property
+    def retention(self) -> Retention | None:
+        """The saver's :class:`~tether.lifecycle.Retention` (``None``: keep everything)."""
+        return self._retention
+
+    @retention.setter
+    def retention(self, policy: Retention | None) -> None:
+        self._retention = check_retention(policy)
+        self._refresher = ReadRefresher() if policy is not None and policy.refresh_on_read else None
 
     # --- sync -------------------------------------------------------------------
 
@@ -412,6 +424,29 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         self, thread_id: str, keep: int, active_before: int
     ) -> tuple[int, int] | None:
         """Async :meth:`_sweep_prune`."""
+
+    def _touch(self, thread_id: str, now: int) -> None:
+        """Record activity on a thread (``refresh_on_read``): its index row's ``updated_at``."""
+
+    async def _atouch(self, thread_id: str, now: int) -> None:
+        """Async :meth:`_touch`."""
+        self._touch(thread_id, now)
+
+    def _after_read(self, thread_id: str) -> None:
+        """A read of ``thread_id`` returned a checkpoint: refresh it if the policy says so."""
+        refresh = self._refresher
+        if refresh is not None:
+            now = time.time_ns() // 1_000  # as the thread index records times
+            if refresh.due(thread_id, now):
+                self._touch(thread_id, now)
+
+    async def _aafter_read(self, thread_id: str) -> None:
+        """Async :meth:`_after_read`."""
+        refresh = self._refresher
+        if refresh is not None:
+            now = time.time_ns() // 1_000  # as the thread index records times
+            if refresh.due(thread_id, now):
+                await self._atouch(thread_id, now)
 
     def _sweep_vacuum(self) -> int:
         """Give back the space a sweep freed; the bytes the store shrank (SQLite)."""

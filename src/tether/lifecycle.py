@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -314,3 +315,32 @@ def no_thread(thread_id: str) -> ConfigError:
         f"set_retention: thread {thread_id!r} has no checkpoint; a thread's policy is kept "
         "in its row of the thread index, which its first put creates: set it after that"
     )
+
+
+class ReadRefresher:
+    """Which reads count as activity under ``refresh_on_read``: one a thread a minute.
+
+    A read that refreshes writes the thread's index row; doing it once a
+    minute per thread keeps a busy reader at one write a minute, where the
+    TTL it feeds is days. I/O-free; each saver keeps one.
+    """
+
+    #: Microseconds between two refreshes of one thread by one saver.
+    INTERVAL = 60_000_000
+    #: Threads remembered before the memory starts over (a refresh too many is harmless).
+    MAX_THREADS = 100_000
+
+    def __init__(self) -> None:
+        self._last: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def due(self, thread_id: str, now: int) -> bool:
+        """Whether a read of ``thread_id`` at ``now`` refreshes it (and note that it did)."""
+        with self._lock:
+            last = self._last.get(thread_id)
+            if last is not None and now - last < self.INTERVAL:
+                return False
+            if len(self._last) >= self.MAX_THREADS:
+                self._last.clear()
+            self._last[thread_id] = now
+            return True

@@ -281,7 +281,11 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         addr = Address.from_config(config, bounded=False)
         with self._lock:
             read = self._read(addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
-        return None if read is None else self._assemble(read)
+        if read is None:
+            return None
+        if self._refresher is not None:
+            self._after_read(addr.thread_id)
+        return self._assemble(read)
 
     def delta_history(
         self, config: Config, channels: Sequence[str]
@@ -612,6 +616,12 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             row = self._index.get(tid)
             text = row.retention if row is not None else None
         return None if text is None else Retention.from_json(text)
+
+    def _touch(self, thread_id: str, now: int) -> None:
+        with self._lock:
+            row = self._index.get(thread_id)
+            if row is not None and row.updated < now:
+                row.updated = now
 
     def _retention_rows(self) -> builtins.list[tuple[str, Any]]:
         with self._lock:

@@ -8,6 +8,7 @@ whole (values, pending writes), and leave the thread index right.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -173,6 +174,18 @@ class LifecycleContract:
         await driver.set_retention("forever", None)
         assert await driver.get_retention("forever") is None
         assert (await driver.sweep(now=_later(8 * DAY))).thread_ids == ["forever"]
+
+    async def test_refresh_on_read_makes_a_read_count_as_activity(self, driver: Driver) -> None:
+        driver.saver.retention = Retention(ttl=1, grace=0, refresh_on_read=True)
+        await Line(driver, "read").steps(1)
+        await Line(driver, "unread").steps(1)
+        [row] = [r for r in (await driver.threads()).items if r.thread_id == "read"]
+        await asyncio.sleep(1.1)  # both idle for longer than the TTL
+        assert await driver.get_tuple(make_config("read")) is not None
+        [after] = [r for r in (await driver.threads()).items if r.thread_id == "read"]
+        assert after.updated_at > row.updated_at
+        report = await driver.sweep()
+        assert report.thread_ids == ["unread"]
 
     async def test_set_retention_checks_its_arguments(self, driver: Driver) -> None:
         with pytest.raises(ConfigError, match="no checkpoint"):

@@ -851,6 +851,10 @@ class _AsyncPostgresCore:
         rows = await self._fetchall("get_retention", self._sweeps.retention_get, (thread_id,))
         return rows[0][0] if rows else None
 
+    async def atouch(self, thread_id: str, now: int) -> None:
+        """A read counts as activity (``refresh_on_read``)."""
+        await self._execute("touch", self._sweeps.touch, {"thread": thread_id, "now": now})
+
     async def aretention_rows(self) -> _Rows:
         return await self._fetchall("retention policies", self._sweeps.retention_rows, None)
 

@@ -696,7 +696,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     # --- sync API ---------------------------------------------------------------------
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        return self._sync_core().get_tuple(self.serde, config)
+        tup = self._sync_core().get_tuple(self.serde, config)
+        if self._refresher is not None and tup is not None:
+            self._after_read(tup.config["configurable"]["thread_id"])
+        return tup
 
     def list(
         self,
@@ -842,6 +845,15 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         found = self._sync_core().get_retention(check_thread_id(thread_id, bounded=False))
         return None if found is None else Retention.from_json(found)
 
+    def _touch(self, thread_id: str, now: int) -> None:
+        self._sync_core().touch(thread_id, now)
+
+    async def _atouch(self, thread_id: str, now: int) -> None:
+        core = await self._aio_core()
+        if core is None:
+            return await asyncio.to_thread(self._touch, thread_id, now)
+        await core.atouch(thread_id, now)
+
     def _retention_rows(self) -> builtins.list[tuple[str, Any]]:
         return [(str(t), p) for t, p in self._sync_core().retention_rows()]
 
@@ -909,7 +921,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         core = await self._aio_core()
         if core is None:
             return await super().aget_tuple(config)
-        return await core.aget_tuple(self.serde, config)
+        tup = await core.aget_tuple(self.serde, config)
+        if self._refresher is not None and tup is not None:
+            await self._aafter_read(tup.config["configurable"]["thread_id"])
+        return tup
 
     async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
         core = await self._aio_core()

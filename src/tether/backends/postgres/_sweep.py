@@ -20,6 +20,7 @@ a thread goes whole or not at all whatever kills the sweep.
 
 from __future__ import annotations
 
+from tether.backends._threads import BUCKET_BITS
 from tether.backends.postgres._sql import Statements
 
 __all__ = ["SweepStatements"]
@@ -66,6 +67,11 @@ WHERE t.thread_id = %(thread)s AND t.updated_at < %(before)s
   AND pg_try_advisory_xact_lock({lease})
 FOR UPDATE SKIP LOCKED
 """  # noqa: S608
+        # A read counts as activity (refresh_on_read).
+        self.touch = (
+            f"UPDATE {t} SET updated_at = %(now)s, bucket = %(now)s::bigint >> {BUCKET_BITS} "  # noqa: S608
+            "WHERE thread_id = %(thread)s AND updated_at < %(now)s"
+        )
         self.counts = f"SELECT checkpoints, bytes FROM {t} WHERE thread_id = %s"  # noqa: S608
         self.retention_rows = f"SELECT thread_id, retention FROM {t} WHERE retention IS NOT NULL"  # noqa: S608
         self.retention_get = f"SELECT retention FROM {t} WHERE thread_id = %s"  # noqa: S608

@@ -846,6 +846,10 @@ class _PostgresCore:
         rows = self._fetchall("get_retention", self._sweeps.retention_get, (thread_id,))
         return rows[0][0] if rows else None
 
+    def touch(self, thread_id: str, now: int) -> None:
+        """A read counts as activity (``refresh_on_read``)."""
+        self._execute("touch", self._sweeps.touch, {"thread": thread_id, "now": now})
+
     def retention_rows(self) -> _Rows:
         return self._fetchall("retention policies", self._sweeps.retention_rows, None)
 

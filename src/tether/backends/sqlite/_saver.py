@@ -535,6 +535,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         found = self._query(sql, args, [addr.thread_id])
         if not found:
             return None
+        if self._refresher is not None:
+            self._after_read(addr.thread_id)
         return self._build(*found[0])
 
     def get_writes(self, config: Config) -> _List[StoredWrite]:
@@ -976,6 +978,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
         row = self._read(run)
         return None if row is None or row[0] is None else Retention.from_json(row[0])
+
+    def _touch(self, thread_id: str, now: int) -> None:
+        if not self.read_only:
+            self._write(lambda conn: conn.execute(_sweep.TOUCH, (thread_id, now)))
 
     def _retention_rows(self) -> _List[tuple[str, Any]]:
         rows: _List[tuple[str, Any]] = self._read(

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from tether.backends._threads import BUCKET_BITS
+
 __all__ = [
     "DUE",
     "RETENTION_GET",
@@ -24,6 +26,9 @@ __all__ = [
 DUE = "SELECT checkpoints, bytes FROM tether_threads WHERE thread_id = ?1 AND updated_at < ?2"
 #: A thread's counts now.
 COUNTS = "SELECT checkpoints, bytes FROM tether_threads WHERE thread_id = ?1"
+#: A read counts as activity (refresh_on_read): ?1 thread, ?2 now.
+TOUCH = f"""UPDATE tether_threads SET updated_at = ?2, bucket = ?2 >> {BUCKET_BITS}
+WHERE thread_id = ?1 AND updated_at < ?2"""  # noqa: S608 -- a constant formatted in
 RETENTION_ROWS = "SELECT thread_id, retention FROM tether_threads WHERE retention IS NOT NULL"
 RETENTION_GET = "SELECT retention FROM tether_threads WHERE thread_id = ?1"
 RETENTION_SET = "UPDATE tether_threads SET retention = ?2 WHERE thread_id = ?1"
