@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import sqlite3
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,10 +28,10 @@ from hypothesis import strategies as st
 from tether import InMemorySaver, SqliteSaver
 from tether.base import BaseCheckpointSaver
 from tether.checkpoint import make_config
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StorageError
 from tether.ids import Uuid6Generator
 from tether.lifecycle import Retention, SweepReport, checkpoint_micros, keep_count
-from tether.testing._driver import Driver, cid
+from tether.testing._driver import Driver, Line, cid
 from tether.testing._threads import check_index
 
 # --- the policy object ---------------------------------------------------------------------
@@ -230,3 +232,62 @@ async def _check_one(saver: BaseCheckpointSaver, store: dict[str, Any], mode: st
                 assert got.pending_writes == want.pending_writes
                 assert got.parent_config == want.parent_config
     await check_index(driver, sorted(ids))
+
+
+# --- the background sweeper ------------------------------------------------------------------
+
+
+def _wait_for(predicate: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_no_background_sweeper_by_default(tmp_path: Path) -> None:
+    assert InMemorySaver().sweeper is None
+    with SqliteSaver(tmp_path / "x.db") as saver:
+        assert saver.sweeper is None
+    with pytest.raises(ConfigError, match="sweep_interval must be a positive number"):
+        InMemorySaver(sweep_interval=0)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_the_background_sweeper_applies_the_policy_until_close(
+    tmp_path: Path, backend: str
+) -> None:
+    policy = Retention(ttl=0.2, grace=0)
+    saver: BaseCheckpointSaver = (
+        InMemorySaver(retention=policy, sweep_interval=0.05)
+        if backend == "memory"
+        else SqliteSaver(tmp_path / "bg.db", retention=policy, sweep_interval=0.05)
+    )
+    with saver:
+        asyncio.run(Line(Driver(saver, "sync"), "t").steps(2))
+        assert _wait_for(lambda: not saver.threads().items)
+        sweeper = saver.sweeper
+        assert sweeper is not None
+        assert sweeper.rounds > 0
+        assert sweeper.failures == 0
+    assert not sweeper._thread.is_alive()
+
+
+def test_the_background_sweeper_survives_a_failing_round(tmp_path: Path) -> None:
+    """A round that raises (here: a thread's stored policy damaged by hand) is logged,
+    and the next round tries again; once the row is repaired, the sweep goes on."""
+    path = tmp_path / "bg.db"
+    with SqliteSaver(path, retention=Retention(ttl=0.2, grace=0), sweep_interval=0.05) as saver:
+        asyncio.run(Line(Driver(saver, "sync"), "t").steps(2))
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE tether_threads SET retention = '[1, 2'")
+        sweeper = saver.sweeper
+        assert sweeper is not None
+        assert _wait_for(lambda: sweeper.failures >= 2)
+        assert [r.thread_id for r in saver.threads()] == ["t"]
+        with pytest.raises(StorageError, match="retention policy stored for thread 't'"):
+            saver.sweep()
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE tether_threads SET retention = NULL")
+        assert _wait_for(lambda: not saver.threads().items)

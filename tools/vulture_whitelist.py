@@ -39,3 +39,6 @@ batches  # SweepReport field (src/tether/lifecycle.py)
 freed_bytes  # SweepReport field (src/tether/lifecycle.py)
 _.asweep_lock  # the async core's twin of sweep_lock (src/tether/backends/postgres/_async.py)
 _.avacuum  # public API (src/tether/backends/sqlite/_saver.py)
+rounds  # Sweeper counters (src/tether/_sweeper.py), read by callers and tests
+busy  # Sweeper counter (src/tether/_sweeper.py)
+failures  # Sweeper counter (src/tether/_sweeper.py)

@@ -38,6 +38,7 @@ from tether.lifecycle import (
     keep_count,
     may_prune,
     micros,
+    stored_policy,
     ttl_cutoff,
 )
 
@@ -94,7 +95,7 @@ async def asweep(
     clock = at if at is not None else now_micros()
     run = _Run(bool(dry_run), budget)
     policy: Retention | None = saver.retention
-    own = {tid: Retention.from_json(text) for tid, text in await saver._aretention_rows()}
+    own = {tid: stored_policy(tid, text) for tid, text in await saver._aretention_rows()}
 
     async def expire(due: list[tuple[str, int]]) -> None:
         if due:

@@ -40,6 +40,7 @@ from tether.lifecycle import (
     keep_count,
     may_prune,
     micros,
+    stored_policy,
     ttl_cutoff,
 )
 
@@ -96,7 +97,7 @@ def sweep(
     clock = at if at is not None else now_micros()
     run = _Run(bool(dry_run), budget)
     policy: Retention | None = saver.retention
-    own = {tid: Retention.from_json(text) for tid, text in saver._retention_rows()}
+    own = {tid: stored_policy(tid, text) for tid, text in saver._retention_rows()}
 
     def expire(due: list[tuple[str, int]]) -> None:
         if due:

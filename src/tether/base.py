@@ -128,6 +128,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal, Self, TypeAlias
 
+from tether._sweeper import Sweeper, check_interval
 from tether.checkpoint import (
     ChannelHistory,
     ChannelVersion,
@@ -198,6 +199,8 @@ class BaseCheckpointSaver(Closable, abc.ABC):
     serde: SerializerProtocol
     _retention: Retention | None = None
     _refresher: ReadRefresher | None = None  # refresh_on_read's memory
+    #: The background sweeper (``sweep_interval=``), ``None`` when off.
+    sweeper: Sweeper | None = None
 
     def __init__(
         self,
@@ -424,6 +427,18 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         self, thread_id: str, keep: int, active_before: int
     ) -> tuple[int, int] | None:
         """Async :meth:`_sweep_prune`."""
+
+    def _start_sweeper(self, interval: float | None) -> None:
+        """Start the background sweeper (a backend calls it once it can serve sync calls)."""
+        seconds = check_interval(interval)
+        if seconds is not None and self.sweeper is None:
+            self.sweeper = Sweeper(self, seconds)
+            self.sweeper.start()
+
+    def _stop_sweeper(self) -> None:
+        """Stop the background sweeper, if any (a backend's ``close`` calls it first)."""
+        if self.sweeper is not None:
+            self.sweeper.stop()
 
     def _touch(self, thread_id: str, now: int) -> None:
         """Record activity on a thread (``refresh_on_read``): its index row's ``updated_at``."""

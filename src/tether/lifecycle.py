@@ -43,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, StorageError
 from tether.ids import uuid6_timestamp
 
 __all__ = ["DEFAULT_GRACE", "Retention", "SweepReport"]
@@ -164,6 +164,18 @@ class Retention:
             raise ConfigError(f"a stored retention policy must be a JSON object, got {text!r:.80}")
         known = {"ttl", "keep_last", "keep_within", "refresh_on_read", "grace"}
         return cls(**{k: v for k, v in found.items() if k in known})
+
+
+def stored_policy(thread_id: str, stored: Any) -> Retention:
+    """A thread's policy as its index row holds it; damage is a :class:`StorageError`."""
+    try:
+        return Retention.from_json(stored)
+    except (ConfigError, TypeError, msgspec.DecodeError) as exc:
+        raise StorageError(
+            f"the retention policy stored for thread {thread_id!r} does not read "
+            f"({stored!r:.80}): {exc}; store it again with saver.set_retention({thread_id!r}, "
+            "policy), or None to follow the saver's"
+        ) from exc
 
 
 def check_retention(value: Any, name: str = "retention") -> Retention | None:

@@ -4,6 +4,7 @@ and the reference-model property of tests/test_lifecycle.py on the real server."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -180,3 +181,27 @@ def test_sigkill_in_the_middle_of_a_sweep_leaves_every_thread_whole_or_gone(
         whole, pruned = check_whole_or_gone(saver, before, _rows(admin, schema))
         assert whole == 0
         assert pruned == (len(before) if mode == "prune" else 0)
+
+
+def test_a_background_sweeper_skips_its_round_while_another_process_sweeps(pg_dsn: str) -> None:
+    schema = fresh_schema()
+    policy = Retention(ttl=0.2, grace=0)
+
+    def wait(predicate: Any) -> bool:
+        deadline = time.monotonic() + 10
+        while not predicate() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return bool(predicate())
+
+    with url_saver(pg_dsn, schema) as other, contextlib.ExitStack() as held:
+        _steps(other, "t")
+        assert held.enter_context(other.sweep_lock())  # before the sweeper's first round
+        with url_saver(pg_dsn, schema, retention=policy, sweep_interval=0.05) as saver:
+            sweeper = saver.sweeper
+            assert sweeper is not None
+            assert wait(lambda: sweeper.busy >= 3)
+            assert [r.thread_id for r in saver.threads()] == ["t"]
+            held.close()
+            # The other process is done: a round of this one sweeps.
+            assert wait(lambda: not saver.threads().items)
+            assert sweeper.failures == 0

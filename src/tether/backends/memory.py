@@ -109,7 +109,7 @@ from tether.contract import (
 )
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, DecodeError
-from tether.lifecycle import Retention, check_retention, no_thread
+from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.threads import ThreadOrder, ThreadPage, ThreadSummary
 
@@ -221,6 +221,8 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             ``None`` (default): ``TETHER_KEYS`` if set; ``False``: off.
         retention: the :class:`~tether.lifecycle.Retention` that :meth:`sweep`
             applies (``None``: keep everything).
+        sweep_interval: run :meth:`sweep` every this many seconds in a
+            background thread until :meth:`close` (``None``, the default: off).
 
     Example:
         >>> from tether import InMemorySaver, make_config
@@ -236,6 +238,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
         super().__init__(serde=serde, retention=retention)
         self._appends = AppendTracker.create(delta_threshold)
@@ -246,6 +249,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._threads: dict[str, dict[str, _Namespace]] = {}
         self._index: dict[str, _ThreadRow] = {}  # the thread index (#15), under the lock
         self._clock = now_micros
+        self._start_sweeper(sweep_interval)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -601,6 +605,10 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
 
     # --- lifecycle (#15) ------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Stop the background sweeper, if any (the maps stay readable)."""
+        self._stop_sweeper()
+
     def set_retention(self, thread_id: str, policy: Retention | None) -> None:
         tid = check_thread_id(thread_id, bounded=False)
         found = check_retention(policy, "policy")
@@ -615,7 +623,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         with self._lock:
             row = self._index.get(tid)
             text = row.retention if row is not None else None
-        return None if text is None else Retention.from_json(text)
+        return None if text is None else stored_policy(tid, text)
 
     def _touch(self, thread_id: str, now: int) -> None:
         with self._lock:

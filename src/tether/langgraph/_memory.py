@@ -30,7 +30,8 @@ class InMemorySaver(TetherLangGraphSaver):
             ``None``: ``TETHER_KEYS`` if set; ``False``: off.
         retention: the :class:`~tether.lifecycle.Retention` that ``sweep()``
             applies (every drop-in takes it; SQLite and Postgres among their
-            options).
+            options), and ``sweep_interval`` the seconds between background
+            sweeps (``None``: off).
 
     Example:
         >>> from tether.langgraph import InMemorySaver
@@ -44,11 +45,13 @@ class InMemorySaver(TetherLangGraphSaver):
         allowlist: Collection[tuple[str, ...]] = (),
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
         super().__init__(
             _TetherInMemorySaver(
                 serde=serde or langgraph_serializer(allowlist),
                 encryption=encryption,
                 retention=retention,
+                sweep_interval=sweep_interval,
             )
         )

@@ -88,7 +88,7 @@ from tether.checkpoint import (
 from tether.contract import check_list_args, check_thread_id
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, StorageError, TetherError
-from tether.lifecycle import Retention, check_retention, no_thread
+from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.threads import ThreadOrder, ThreadPage
 
@@ -235,6 +235,9 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             applies (``None``: keep everything). A sweep never deletes a
             leased thread, nor waits for a put in progress (it skips that
             thread until the next sweep).
+        sweep_interval: run :meth:`sweep` every this many seconds in a
+            background thread until :meth:`close` (``None``, the default: off);
+            one process per schema sweeps at a time (:meth:`sweep_lock`).
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -294,6 +297,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
         super().__init__(serde=serde, retention=retention)
         crypt = encryption_from(encryption)
@@ -321,7 +325,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         }
         self._res = _Resources()
         if conn is None:
-            return  # from_conn_string fills in the URL
+            return  # from_conn_string fills in the URL, then starts the sweeper
         self._res.source = conn
         if isinstance(conn, Connection | ConnectionPool):
             self._res.sync = _PostgresCore(conn, **self._options)
@@ -333,6 +337,14 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 f"AsyncConnectionPool (or use PostgresSaver.from_conn_string), got "
                 f"{type(conn).__name__}"
             )
+        if sweep_interval is not None and self._res.sync is None:
+            raise ConfigError(
+                "sweep_interval runs sweep() in a background thread, which needs sync "
+                "access: build the saver with PostgresSaver.from_conn_string(url), or from a "
+                "sync Connection/ConnectionPool, or run `await saver.asweep()` from a task "
+                "of your own"
+            )
+        self._start_sweeper(sweep_interval)
 
     @classmethod
     def from_conn_string(
@@ -356,6 +368,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
@@ -418,6 +431,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             "max_size": pool_size,
             "timeout": pool_timeout,
         }
+        saver._start_sweeper(sweep_interval)
         return saver
 
     # --- the two cores --------------------------------------------------------------
@@ -507,6 +521,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         thread's included; awaited by :meth:`aclose`). Resources it was given
         stay open.
         """
+        self._stop_sweeper()
         self._mark_closed()
         res = self._res
         with res.sync_lock:
@@ -517,6 +532,8 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     async def aclose(self) -> None:
         """Close the saver as :meth:`close` does, awaiting the running loop's pool."""
+        if self.sweeper is not None:
+            await asyncio.to_thread(self._stop_sweeper)
         self._mark_closed()
         res = self._res
         await res.loops.aclose()
@@ -843,7 +860,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     def get_retention(self, thread_id: str) -> Retention | None:
         found = self._sync_core().get_retention(check_thread_id(thread_id, bounded=False))
-        return None if found is None else Retention.from_json(found)
+        return None if found is None else stored_policy(thread_id, found)
 
     def _touch(self, thread_id: str, now: int) -> None:
         self._sync_core().touch(thread_id, now)
@@ -889,7 +906,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         if core is None:
             return await asyncio.to_thread(self.get_retention, thread_id)
         found = await core.aget_retention(check_thread_id(thread_id, bounded=False))
-        return None if found is None else Retention.from_json(found)
+        return None if found is None else stored_policy(thread_id, found)
 
     async def _aretention_rows(self) -> builtins.list[tuple[str, Any]]:
         core = await self._aio_core()

@@ -180,7 +180,7 @@ from tether.contract import (
 )
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError
-from tether.lifecycle import Retention, check_retention, no_thread
+from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
 from tether.threads import ThreadOrder, ThreadPage
@@ -311,6 +311,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             applies (``None``: keep everything). New files are created with
             incremental auto-vacuum, so a sweep gives its freed pages back to
             the file system; :meth:`vacuum` converts an older file once.
+        sweep_interval: run :meth:`sweep` every this many seconds in a
+            background thread until :meth:`close` (``None``, the default: off;
+            see :mod:`tether._sweeper`).
 
     Raises:
         ConfigError: official tables to import (see ``import_official``), or
@@ -339,6 +342,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         inline_primitives: bool | None = None,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
         super().__init__(serde=serde, retention=retention)
         if import_official is not None and not isinstance(import_official, bool):
@@ -365,6 +369,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         except BaseException:
             self._conns.close()
             raise
+        if sweep_interval is not None:
+            self._check_writable("sweep_interval")
+        self._start_sweeper(sweep_interval)
 
     @property
     def path(self) -> str:
@@ -457,6 +464,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         starts afterwards raises ``StorageError``. A connection is never
         closed under an operation that uses it.
         """
+        self._stop_sweeper()
         self._conns.close()
 
     async def aclose(self) -> None:
@@ -977,7 +985,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             return conn.execute(_sweep.RETENTION_GET, (tid,)).fetchone()
 
         row = self._read(run)
-        return None if row is None or row[0] is None else Retention.from_json(row[0])
+        return None if row is None or row[0] is None else stored_policy(tid, row[0])
 
     def _touch(self, thread_id: str, now: int) -> None:
         if not self.read_only:
