@@ -51,7 +51,7 @@ def kill_mid_sweep(store: str, mode: str, seed: int) -> list[str]:
     """Run the sweeping child and SIGKILL it after its first batch; its output lines."""
     rng = random.Random(seed)
     proc = subprocess.Popen(
-        [sys.executable, CHILD, store, "7", mode],
+        [sys.executable, CHILD, store, "3", mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -60,7 +60,7 @@ def kill_mid_sweep(store: str, mode: str, seed: int) -> list[str]:
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first.startswith("batch"), proc.stderr.read() if proc.stderr else ""
-    time.sleep(rng.uniform(0.0, 0.05))
+    time.sleep(rng.uniform(0.0, 0.02))
     os.kill(proc.pid, signal.SIGKILL)
     with proc.stdout:
         rest = proc.stdout.read()

@@ -83,7 +83,6 @@ def test_sigkill_in_the_middle_of_a_sweep_leaves_every_thread_whole_or_gone(
     with SqliteSaver(path) as saver:
         whole, pruned = check_whole_or_gone(saver, before, _rows(path))
         assert whole < len(before)  # the child got somewhere
-        assert whole > 0 or (mode == "prune" and pruned > 0)
         saver.retention = Retention(ttl=1) if mode == "ttl" else Retention(keep_last=1)
         saver.sweep(now=LATER)  # the next sweep finishes the job
         whole, pruned = check_whole_or_gone(saver, before, _rows(path))

@@ -845,7 +845,7 @@ class _AsyncPostgresCore:
     async def aset_retention(self, thread_id: str, text: str | None) -> bool:
         """Store a thread's own policy (JSON; ``None`` clears it); whether the thread exists."""
         sql = self._sweeps.retention_set
-        return await self._execute_count("set_retention", sql, (text, thread_id)) > 0
+        return bool(await self._fetchall("set_retention", sql, (text, thread_id)))
 
     async def aget_retention(self, thread_id: str) -> Any:
         rows = await self._fetchall("get_retention", self._sweeps.retention_get, (thread_id,))

@@ -66,6 +66,7 @@ from tether.backends._threads import check_threads_args
 from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
 from tether.backends.postgres._leases import LeaseRegistry
+from tether.backends.postgres._lifecycle import LifecycleMixin
 from tether.backends.postgres._loops import LoopPools
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import Lease, _PostgresCore
@@ -85,10 +86,10 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
-from tether.contract import check_list_args, check_thread_id
+from tether.contract import check_list_args
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, StorageError, TetherError
-from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
+from tether.lifecycle import Retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.threads import ThreadOrder, ThreadPage
 
@@ -184,7 +185,7 @@ class _ThreadedLease(AsyncLease):
         await asyncio.to_thread(self._lease.check)
 
 
-class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
+class PostgresSaver(LifecycleMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     """Checkpoints in Postgres, for sync and async callers (see the module doc).
 
     Args:
@@ -849,86 +850,6 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         )
         self._check_index_filter(query.metadata)
         return self._sync_core().threads(query)
-
-    # --- lifecycle (#15) ----------------------------------------------------------------
-
-    def set_retention(self, thread_id: str, policy: Retention | None) -> None:
-        tid = check_thread_id(thread_id, bounded=False)
-        found = check_retention(policy, "policy")
-        if not self._sync_core().set_retention(tid, None if found is None else found.to_json()):
-            raise no_thread(tid)
-
-    def get_retention(self, thread_id: str) -> Retention | None:
-        found = self._sync_core().get_retention(check_thread_id(thread_id, bounded=False))
-        return None if found is None else stored_policy(thread_id, found)
-
-    def _touch(self, thread_id: str, now: int) -> None:
-        self._sync_core().touch(thread_id, now)
-
-    async def _atouch(self, thread_id: str, now: int) -> None:
-        core = await self._aio_core()
-        if core is None:
-            return await asyncio.to_thread(self._touch, thread_id, now)
-        await core.atouch(thread_id, now)
-
-    def _retention_rows(self) -> builtins.list[tuple[str, Any]]:
-        return [(str(t), p) for t, p in self._sync_core().retention_rows()]
-
-    def _sweep_expired(
-        self, due: Sequence[tuple[str, int]], dry_run: bool
-    ) -> builtins.list[tuple[str, int, int]]:
-        return self._sync_core().sweep_expired(due, dry_run)
-
-    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
-        return self._sync_core().sweep_prune(thread_id, keep, active_before)
-
-    def sweep_lock(self) -> AbstractContextManager[bool]:
-        """Whether this process may sweep now: ``with saver.sweep_lock() as mine: ...``.
-
-        One sweeper per schema at a time: a session advisory lock, released
-        when the block ends or by the server when the process dies. The
-        background sweeper (``sweep_interval``) takes it around each round;
-        ``sweep()`` itself needs none (every batch checks its threads again).
-        """
-        return self._sync_core().sweep_lock()
-
-    async def aset_retention(self, thread_id: str, policy: Retention | None) -> None:
-        core = await self._aio_core()
-        if core is None:
-            return await asyncio.to_thread(self.set_retention, thread_id, policy)
-        tid = check_thread_id(thread_id, bounded=False)
-        found = check_retention(policy, "policy")
-        if not await core.aset_retention(tid, None if found is None else found.to_json()):
-            raise no_thread(tid)
-
-    async def aget_retention(self, thread_id: str) -> Retention | None:
-        core = await self._aio_core()
-        if core is None:
-            return await asyncio.to_thread(self.get_retention, thread_id)
-        found = await core.aget_retention(check_thread_id(thread_id, bounded=False))
-        return None if found is None else stored_policy(thread_id, found)
-
-    async def _aretention_rows(self) -> builtins.list[tuple[str, Any]]:
-        core = await self._aio_core()
-        if core is None:
-            return await asyncio.to_thread(self._retention_rows)
-        return [(str(t), p) for t, p in await core.aretention_rows()]
-
-    async def _asweep_expired(
-        self, due: Sequence[tuple[str, int]], dry_run: bool
-    ) -> builtins.list[tuple[str, int, int]]:
-        core = await self._aio_core()
-        if core is None:
-            return await asyncio.to_thread(self._sweep_expired, due, dry_run)
-        return await core.asweep_expired(due, dry_run)
-
-    async def _asweep_prune(
-        self, thread_id: str, keep: int, active_before: int
-    ) -> tuple[int, int] | None:
-        core = await self._aio_core()
-        if core is None:
-            return await asyncio.to_thread(self._sweep_prune, thread_id, keep, active_before)
-        return await core.asweep_prune(thread_id, keep, active_before)
 
     # --- async API --------------------------------------------------------------------
     # The loop's async core when there is one; else (a saver built from a sync

@@ -75,7 +75,10 @@ FOR UPDATE SKIP LOCKED
         self.counts = f"SELECT checkpoints, bytes FROM {t} WHERE thread_id = %s"  # noqa: S608
         self.retention_rows = f"SELECT thread_id, retention FROM {t} WHERE retention IS NOT NULL"  # noqa: S608
         self.retention_get = f"SELECT retention FROM {t} WHERE thread_id = %s"  # noqa: S608
-        self.retention_set = f"UPDATE {t} SET retention = %s::jsonb WHERE thread_id = %s"  # noqa: S608
+        # RETURNING, not the row count: a pipeline's cursor may not know it yet.
+        self.retention_set = (
+            f"UPDATE {t} SET retention = %s::jsonb WHERE thread_id = %s RETURNING 1"  # noqa: S608
+        )
         # One sweeper per schema at a time (the background sweeper): a session
         # advisory lock on this key, held for one round.
         self.try_lock = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"

@@ -840,7 +840,7 @@ class _PostgresCore:
     def set_retention(self, thread_id: str, text: str | None) -> bool:
         """Store a thread's own policy (JSON; ``None`` clears it); whether the thread exists."""
         sql = self._sweeps.retention_set
-        return self._execute_count("set_retention", sql, (text, thread_id)) > 0
+        return bool(self._fetchall("set_retention", sql, (text, thread_id)))
 
     def get_retention(self, thread_id: str) -> Any:
         rows = self._fetchall("get_retention", self._sweeps.retention_get, (thread_id,))

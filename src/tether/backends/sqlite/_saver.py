@@ -101,7 +101,7 @@ from tether.backends._walk import (
     walked_channels,
 )
 from tether.backends.sqlite import _history as history
-from tether.backends.sqlite import _index, _sweep
+from tether.backends.sqlite import _index
 from tether.backends.sqlite._conn import (
     MEMORY,
     BadJSON,
@@ -156,6 +156,7 @@ from tether.backends.sqlite._sql import (
     THREADS_OF_RUNS,
     read_statement,
 )
+from tether.backends.sqlite._sweep import SweepMixin
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
@@ -180,7 +181,7 @@ from tether.contract import (
 )
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError
-from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
+from tether.lifecycle import Retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
 from tether.threads import ThreadOrder, ThreadPage
@@ -259,7 +260,7 @@ def _filter_clause(key: str, want: Any) -> tuple[str, list[Any]]:
     return head + "m.type = 'object')", [key]
 
 
-class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
+class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     """Checkpoints in one SQLite file (or ``":memory:"``), from sync and async code.
 
     Args:
@@ -964,112 +965,6 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
         while self._write(batch):
             pass
-
-    # --- lifecycle (#15) ------------------------------------------------------------------
-
-    def set_retention(self, thread_id: str, policy: Retention | None) -> None:
-        tid = check_thread_id(thread_id, bounded=False)
-        found = check_retention(policy, "policy")
-        text = None if found is None else found.to_json()
-
-        def run(conn: sqlite3.Connection) -> int:
-            return conn.execute(_sweep.RETENTION_SET, (tid, text)).rowcount
-
-        if not self._write(run):
-            raise no_thread(tid)
-
-    def get_retention(self, thread_id: str) -> Retention | None:
-        tid = check_thread_id(thread_id, bounded=False)
-
-        def run(conn: sqlite3.Connection) -> Any:
-            return conn.execute(_sweep.RETENTION_GET, (tid,)).fetchone()
-
-        row = self._read(run)
-        return None if row is None or row[0] is None else stored_policy(tid, row[0])
-
-    def _touch(self, thread_id: str, now: int) -> None:
-        if not self.read_only:
-            self._write(lambda conn: conn.execute(_sweep.TOUCH, (thread_id, now)))
-
-    def _retention_rows(self) -> _List[tuple[str, Any]]:
-        rows: _List[tuple[str, Any]] = self._read(
-            lambda conn: conn.execute(_sweep.RETENTION_ROWS).fetchall()
-        )
-        return [(str(t), text) for t, text in rows]
-
-    def _sweep_expired(
-        self, due: Sequence[tuple[str, int]], dry_run: bool
-    ) -> _List[tuple[str, int, int]]:
-        if dry_run:
-            found: _List[tuple[str, int, int]] = self._read(_sweep.due, due)
-            return found
-
-        def run(conn: sqlite3.Connection) -> _List[tuple[str, int, int]]:
-            gone = _sweep.due(conn, due)
-            if gone:
-                self._delete_threads(conn, [tid for tid, _, _ in gone])
-            return gone
-
-        out: _List[tuple[str, int, int]] = self._write(run)
-        self._forget([tid for tid, _, _ in out])
-        return out
-
-    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
-        def run(conn: sqlite3.Connection) -> tuple[int, int] | None:
-            found = _sweep.due(conn, [(thread_id, active_before)])
-            if not found:
-                return None
-            self._prune(conn, [thread_id], keep)
-            count, size = _sweep.counts(conn, thread_id)
-            return found[0][1] - count, max(0, found[0][2] - size)
-
-        out: tuple[int, int] | None = self._write(run, threads=[thread_id])
-        self._forget([thread_id])
-        return out
-
-    def _sweep_vacuum(self) -> int:
-        mode, free, size = self._read(lambda conn: _sweep.free_pages(conn))
-        if mode != 2 or not free:  # 2: INCREMENTAL; older files: see vacuum()
-            return 0
-        pages = 0
-        while step := self._write(_sweep.incremental_vacuum):
-            pages += step
-        self._checkpoint_wal()
-        return int(pages * size)
-
-    def _checkpoint_wal(self) -> None:
-        """Copy the WAL into the file now, so that the file shrinks now (not at the next
-        automatic checkpoint); PASSIVE: it never waits for readers."""
-        if self._conns.is_file:
-            with self._conns.connection() as conn, translate_errors(self._conns.where):
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-
-    def vacuum(self) -> int:
-        """Give the database's free pages back to the file system; the bytes freed.
-
-        A file created with incremental auto-vacuum (every file this tether
-        creates) gives them back in steps of a few thousand pages, one
-        transaction each. An older file is converted once: ``VACUUM`` rewrites
-        the whole file (writers of every process wait for it, and it needs
-        free disk space about the file's size), and later sweeps shrink it as
-        they go.
-        """
-        self._check_writable("vacuum")
-        mode, _, size = self._read(lambda conn: _sweep.free_pages(conn))
-        if mode == 2:
-            return self._sweep_vacuum()
-        where = self._conns.where
-        with self._conns.connection() as conn, self._conns.write_lock, translate_errors(where):
-            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            conn.execute("VACUUM")
-            after = int(conn.execute("PRAGMA page_count").fetchone()[0])
-        self._checkpoint_wal()
-        return int(max(0, pages - after) * size)
-
-    async def avacuum(self) -> int:
-        """Async :meth:`vacuum`."""
-        return await asyncio.to_thread(self.vacuum)
 
     # --- maintenance ---------------------------------------------------------------------
 
