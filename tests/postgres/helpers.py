@@ -106,12 +106,18 @@ SELECT 'constraint', t.relname || '.' || k.conname, pg_get_constraintdef(k.oid),
 FROM pg_constraint k JOIN pg_class t ON t.oid = k.conrelid
 JOIN pg_namespace n ON n.oid = t.relnamespace
 WHERE n.nspname = %(s)s
+UNION ALL
+SELECT 'function', p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+       p.provolatile::text, md5(p.prosrc)
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = %(s)s
 ORDER BY 1, 2, 3
 """
 
 
 def catalog(conn: Any, schema: str, *, only: tuple[str, ...] | None = None) -> list[Any]:
-    """Tables, columns (type, collation, null, storage, default), indexes and constraints.
+    """Tables, columns (type, collation, null, storage, default), indexes, constraints
+    and functions (arguments, volatility, a hash of the body).
 
     ``only``: keep the objects whose name (a table, index or ``table.column``)
     starts with one of these prefixes.

@@ -13,6 +13,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import psycopg
+import pytest
+
 from tether import PostgresSaver
 from tether.checkpoint import empty_checkpoint, make_config
 from tether.ids import uuid6
@@ -65,3 +68,53 @@ def test_a_put_and_its_error_write_at_once_leave_the_thread_in_error(pg_dsn: str
         saver.setup()
         statuses = [_race(saver, f"t{i}") for i in range(30)]
     assert statuses == ["error"] * 30
+
+
+def _held_then_raced(pg_dsn: str, first: str, second: str) -> str | None:
+    """``first`` runs in a transaction held open while ``second`` waits on the
+    index row, then commits: the one who waited must count the other's rows.
+
+    Deterministic where the 30 pairs above are a race: ``put_writes`` second
+    exercises an UPDATE evaluated again after its wait, ``put`` second an ON
+    CONFLICT DO UPDATE that locks the row before its SET.
+    """
+    schema = fresh_schema()
+    with (
+        psycopg.connect(pg_dsn) as held_conn,
+        PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as other,
+    ):
+        other.setup()
+        held = PostgresSaver(held_conn, schema=schema, serde=PlainSerializer())
+        root = other.put(make_config("t"), _checkpoint(), {"source": "input", "step": -1}, {})
+        child = _checkpoint()
+        child_config = {"configurable": {**root["configurable"], "checkpoint_id": child["id"]}}
+        steps = {
+            "put": lambda s: s.put(root, child, {"source": "loop", "step": 0}, {}),
+            "put_writes": lambda s: s.put_writes(child_config, [("__error__", "boom")], "task"),
+        }
+        errors: list[BaseException] = []
+
+        def waiting() -> None:
+            try:
+                steps[second](other)
+            except BaseException as exc:
+                errors.append(exc)
+
+        with held_conn.transaction():
+            steps[first](held)
+            worker = threading.Thread(target=waiting)
+            worker.start()
+            # The worker is blocked on the index row until this commits.
+            worker.join(0.5)
+            assert worker.is_alive(), f"{second} did not wait for the index row"
+        worker.join()
+        assert not errors
+        (summary,) = other.threads().items
+        return summary.status
+
+
+@pytest.mark.parametrize(("first", "second"), [("put", "put_writes"), ("put_writes", "put")])
+def test_the_writer_that_waited_for_the_index_row_counts_the_others_rows(
+    pg_dsn: str, first: str, second: str
+) -> None:
+    assert _held_then_raced(pg_dsn, first, second) == "error"

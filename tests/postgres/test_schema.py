@@ -381,12 +381,14 @@ def test_a_store_of_the_previous_version_gets_a_thread_index_equal_to_a_scan(
         saver.put_writes(configs["failed"], [(ERROR, "ValueError('no')")], "task")
         expected = asyncio.run(scan(Driver(saver, "sync"), names))
     assert {v["status"] for v in expected.values()} == {"idle", "interrupted", "error"}
-    # The store before the index: the same tables without it (migrations are
-    # append-only; the ones after it only change its table, which goes with it).
-    index = 1 + [m.name for m in _schema.MIGRATIONS].index("thread index")
+    # The store of the version before the index: the same tables without it
+    # (migrations are append-only; the index's and the later ones only add to
+    # the index).
+    before = [m.name for m in _schema.MIGRATIONS].index("thread index")
     admin.execute(f'DROP TABLE "{schema}".tether_threads')
-    admin.execute(f'DELETE FROM "{schema}".tether_migrations WHERE v >= %s', (index,))
-    assert versions(admin, schema)[-1] == index - 1
+    admin.execute(f'DROP FUNCTION "{schema}".tether_thread_status')
+    admin.execute(f'DELETE FROM "{schema}".tether_migrations WHERE v > %s', (before,))
+    assert versions(admin, schema)[-1] == before
     with PostgresSaver.from_conn_string(pg_dsn, schema=schema) as saver:
         saver.setup()
         driver = Driver(saver, "sync")

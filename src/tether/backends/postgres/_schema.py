@@ -196,10 +196,8 @@ def state_query(writes: str, runnable: str) -> str:
               FROM ({writes}) x) w)"""  # noqa: S608 -- fixed fragments of this package
 
 
-# The status of a root checkpoint from its stored write rows, as a function: a
-# put calls it only when the checkpoint has writes (they normally come after
-# it), and a function call is all its statement plans and starts up for it, not
-# the subquery's nodes, which a put that does not need them would pay for too.
+# Version 15's status function (replaced by THREAD_STATUS in version 16, which
+# drops it): the status of a root checkpoint from its stored write rows.
 THREAD_STATE = f"""CREATE OR REPLACE FUNCTION {{schema}}.tether_thread_state(
     p_thread TEXT, p_checkpoint TEXT, p_runnable BOOLEAN) RETURNS TEXT
 LANGUAGE plpgsql STABLE AS $fn$
@@ -208,6 +206,41 @@ BEGIN
     state_query(
         "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
         "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint",
+        "p_runnable",
+    )
+    .replace("{", "{{")
+    .replace("}", "}}")
+    .replace("{{schema}}", "{schema}")
+};
+END
+$fn$"""  # noqa: S608 -- fixed fragments of this module
+
+# The status of a root checkpoint as a put or put_writes sets it (version 16):
+# its write rows as they are when the function runs, plus the calling
+# put_writes' own (``p_task``, ``p_channels``; NULL for a put). VOLATILE on
+# purpose: Postgres gives each query of a volatile function a fresh snapshot,
+# and the statements call it where the thread's index row is already locked
+# (an ON CONFLICT DO UPDATE's SET, or an UPDATE's SET, which Postgres
+# evaluates again on the newest row version after waiting for a concurrent
+# writer). So it sees every write committed by the put or put_writes that
+# held the row before, without a lock statement and a transaction of its own
+# (#15: those doubled a put's cost). STABLE, it would use the calling
+# statement's snapshot and miss them (LangGraph's async durability races a
+# checkpoint's put against its writes).
+THREAD_STATUS = f"""CREATE OR REPLACE FUNCTION {{schema}}.tether_thread_status(
+    p_thread TEXT, p_checkpoint TEXT, p_runnable BOOLEAN, p_task TEXT, p_channels TEXT[])
+RETURNS TEXT LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    IF p_channels IS NULL AND NOT EXISTS (
+        SELECT 1 FROM {{schema}}.tether_writes WHERE thread_id = p_thread
+        AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint) THEN
+        RETURN CASE WHEN p_runnable THEN 'pending' ELSE 'idle' END;
+    END IF;
+    RETURN {
+    state_query(
+        "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
+        "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint "
+        "UNION ALL SELECT p_task, c FROM unnest(p_channels) c",
         "p_runnable",
     )
     .replace("{", "{{")
@@ -467,11 +500,20 @@ MIGRATIONS: tuple[Migration, ...] = (
     # setup() right after, from its decoded latest checkpoint, which SQL cannot
     # read. The indexes are built in the transaction: the table is new.
     Migration("thread index", (THREADS, *THREADS_INDEXES, THREAD_STATE, FILL_THREADS)),
+    # The index's status computed where its row is locked (see THREAD_STATUS):
+    # a put and a put_writes are one statement again, not a lock and a
+    # statement in a transaction.
+    Migration(
+        "thread status under the row lock",
+        (
+            THREAD_STATUS,
+            "DROP FUNCTION IF EXISTS {schema}.tether_thread_state(TEXT, TEXT, BOOLEAN)",
+        ),
+    ),
     # A thread's own retention policy (issue #15), read by sweep(): JSON of
     # tether.lifecycle.Retention, NULL when the saver's applies. The partial
     # index lists the threads that have one; puts never change the column, so
-    # their index updates stay HOT. (Numbered after the lead's migration 16
-    # when both are merged: it depends on nothing but the thread index.)
+    # their index updates stay HOT.
     Migration("thread retention", RETENTION),
 )
 
@@ -550,7 +592,7 @@ BASELINE: tuple[str, ...] = (
     WRITE_COUNTS,
     THREADS,
     *THREADS_INDEXES,
-    THREAD_STATE,
+    THREAD_STATUS,
     *RETENTION,
 )
 

@@ -153,11 +153,6 @@ class Statements:
         self.leases = f"{q}.{_schema.LEASES}"
         self.counts = f"{q}.{_schema.WRITE_COUNTS_TABLE}"
         self.threads = f"{q}.{_schema.THREADS_TABLE}"
-        # put and put_writes: the thread's index row, locked before their
-        # statement (its status must see every write committed before it).
-        self.lock_thread_row = (
-            f"SELECT 1 FROM {self.threads} WHERE thread_id = %(thread_id)s FOR UPDATE"
-        )
         self._joins = _read_joins(self.blobs, self.writes)
         #: LangGraph's get_delta_channel_history, one statement (see _history).
         self.history = HistoryStatements(self.checkpoints, self.blobs, self.writes, self.counts)
@@ -666,6 +661,13 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         )
         return _schema.state_query(source, runnable)
 
+    def _status_call(self, runnable: str, task: str, channels: str) -> str:
+        """SQL calling ``tether_thread_status`` for the statement's root checkpoint."""
+        return (
+            f"{self._schema}.tether_thread_status(%(thread_id)s, %(checkpoint_id)s, "
+            f"{runnable}, {task}, {channels})"
+        )
+
     def _index_put(self, *, resolved: bool) -> str:
         """A put's upsert of its thread's index row, reading the ``cp_row`` insert.
 
@@ -675,10 +677,15 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         snapshot does not see the new row, so the namespace probe tells a new
         namespace; it is skipped when the checkpoint is not new or is a root
         one in a thread that has a latest root checkpoint. The status reads
-        the checkpoint's write rows only when it has some (a put normally
-        comes before its writes), through ``tether_thread_state`` (see
-        ``_schema.THREAD_STATE``), so that its plan is not part of every
-        put's. ``resolved``: the put carries channels over
+        the checkpoint's write rows through ``tether_thread_status`` (see
+        ``_schema.THREAD_STATUS``), called again in the ON CONFLICT branch,
+        which runs with the index row locked: a put_writes of the checkpoint
+        that committed while this statement waited for the row is counted.
+        (A thread's first checkpoint has no index row to lock: a put_writes
+        racing it sees no row to update and leaves the status the put
+        computes. LangGraph's first checkpoint of a thread is its input one,
+        whose only task writes the input: no error or interrupt to miss.)
+        ``resolved``: the put carries channels over
         (the ``unnamed``/``found`` CTEs), and a candidate trigger
         (``_threads.py``) with a stored value, not the empty marker, makes
         nodes runnable.
@@ -694,15 +701,17 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
                     AND bl.channel = u.key AND bl.version = u.version #>> '{{}}'
                     AND bl.type = '{EMPTY_TAG}'))"""
         newest = "%(ix_root)s AND (t.latest_id IS NULL OR %(checkpoint_id)s >= t.latest_id)"
-        later = ("latest_id", "latest_step", "latest_ts", "metadata", "runnable", "status")
+        later = ("latest_id", "latest_step", "latest_ts", "metadata", "runnable")
         moved = ",\n        ".join(
             f"{c} = CASE WHEN {newest} THEN EXCLUDED.{c} ELSE t.{c} END" for c in later
         )
+        status = self._status_call("EXCLUDED.runnable", "NULL", "NULL")
+        moved += f",\n        status = CASE WHEN {newest} THEN {status} ELSE t.status END"
         has_writes = (
             f"EXISTS (SELECT 1 FROM {self.writes} WHERE thread_id = %(thread_id)s "
             "AND checkpoint_ns = '' AND checkpoint_id = %(checkpoint_id)s)"
         )
-        state = f"{self._schema}.tether_thread_state(%(thread_id)s, %(checkpoint_id)s, r.runnable)"
+        state = self._status_call("r.runnable", "NULL", "NULL")
         return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
         namespaces, bytes, latest_id, latest_step, latest_ts, metadata, runnable, status,
         bucket)
@@ -732,12 +741,16 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         """A put_writes' update of its thread's index row (a CTE of its statement).
 
         The status follows the writes of the latest root checkpoint: the rows
-        already stored (the statement's snapshot) and the batch's own.
+        stored when the row is locked and the batch's own. Postgres evaluates
+        an UPDATE's SET again on the newest row version after waiting for a
+        concurrent writer of the row, and ``tether_thread_status`` is volatile
+        (a fresh snapshot), so a put or put_writes that held the row first is
+        seen (see ``_schema.THREAD_STATUS``).
         """
-        batch = " UNION ALL SELECT %(task_id)s, o FROM unnest(%(o_channels)s::text[]) o"
+        channels = "%(o_channels)s::text[]"
         if special:
-            batch += " UNION ALL SELECT %(task_id)s, s FROM unnest(%(s_channels)s::text[]) s"
-        state = self._state("%(checkpoint_id)s", "t.runnable", batch)
+            channels += " || %(s_channels)s::text[]"
+        state = self._status_call("t.runnable", "%(task_id)s", channels)
         return f"""UPDATE {self.threads} t
     SET updated_at = %(ix_now)s, bucket = %(ix_now)s::bigint >> {BUCKET_BITS},
         bytes = t.bytes + %(ix_bytes)s,

@@ -6,10 +6,14 @@ the index rows still due *and* free:
 * ``updated_at`` is before the thread's cutoff, re-read on the row's newest
   version (``FOR UPDATE``), so a put or put_writes committed since the sweep
   found the thread keeps it;
-* ``SKIP LOCKED``: a put or put_writes in progress holds the row's lock (they
-  take it before their statement, see ``_sql.Statements``) and the sweep
+* ``SKIP LOCKED``: a put or put_writes whose statement has reached the
+  thread's index row holds that row's lock until it commits, and the sweep
   leaves that thread for next time rather than wait, so no writer ever waits
-  for a sweep longer than one batch's statement, nor a sweep for a writer;
+  for a sweep longer than one batch's statement, nor a sweep for a writer.
+  A put that had not reached the row when the sweep deleted it stores its
+  checkpoint into a new thread row, as after ``delete_thread`` (its parent's
+  rows are gone; the grace period makes this an idle thread's first put in
+  longer than its TTL);
 * ``pg_try_advisory_xact_lock`` on the lease's key (``Statements.lease_key``):
   a leased thread is skipped, and until the sweep commits nobody can take a
   lease on a thread it deletes.

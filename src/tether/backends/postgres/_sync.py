@@ -501,33 +501,29 @@ class _PostgresCore:
     def _indexed_write(
         self, what: str, query: str, params: Any, thread_id: str, epoch: int | None
     ) -> None:
-        """Run a put or put_writes statement with the thread's index row locked first.
+        """Run a put or put_writes statement: one statement, one round trip.
 
-        The statement sets the thread index's status from the checkpoint's write
-        rows as its snapshot sees them. A put and a put_writes of one thread at
-        once (LangGraph's async durability stores a checkpoint in the background
-        while its writes arrive), or two put_writes, would each miss the other's
-        rows under READ COMMITTED, and the last to commit would decide the
-        status. With the row locked first, the statement's snapshot is taken
-        after the previous writer committed. A fenced statement (``epoch``)
-        returns the lease epoch it found: any other value means it wrote nothing.
+        It also keeps the thread's index row, whose status it computes where
+        that row is locked (see ``_schema.THREAD_STATUS``), so a put and a
+        put_writes of one checkpoint at once agree on it. A fenced statement
+        (``epoch``) returns the lease epoch it found: any other value means it
+        wrote nothing.
         """
-        lock = self._sql.lock_thread_row
+        if epoch is None:
+            self._execute(what, query, params)
+            return
         attempts = 0
 
         def op(conn: Connection[Any]) -> Any:
             nonlocal attempts
             attempts += 1
-            with conn.transaction():
-                conn.execute(lock, {"thread_id": thread_id})
+            with self._tx(conn):
                 cur = _execute_tuples(conn, query, params)
-                if epoch is None:
-                    return None
                 row = cur.fetchone()
             return None if row is None else row[0]
 
         current = self._run(what, op)
-        if epoch is not None and current != epoch:
+        if current != epoch:
             raise lost_on_write(what, thread_id, epoch, current, retried=attempts > 1)
 
     def put_writes(
