@@ -6,7 +6,8 @@ process run and prints one markdown table per module (the README's table is
 copied from here). Figures are medians; ratios are official / tether, so a
 ratio above 1 means tether is faster (or smaller).
 
-    python -m bench [--quick] [serde memory sqlite postgres runtime langgraph scale threads]
+    python -m bench [--quick] [serde memory sqlite postgres runtime langgraph scale threads
+                     lifecycle]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ MODULES = [
     "scale",
     "encryption",
     "threads",
+    "lifecycle",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 

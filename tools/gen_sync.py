@@ -46,6 +46,7 @@ PAIRS: list[tuple[str, str]] = [
     ("src/tether/graph/_pregel_async.py", "src/tether/graph/_pregel_sync.py"),
     ("src/tether/_delta_chains_async.py", "src/tether/_delta_chains_sync.py"),
     ("src/tether/langgraph/_adapter_async.py", "src/tether/langgraph/_adapter_sync.py"),
+    ("src/tether/_sweep_async.py", "src/tether/_sweep_sync.py"),
 ]
 
 # Names whose sync twin the generic rules below would get wrong, whole words.
@@ -56,6 +57,7 @@ RENAMES: list[tuple[str, str]] = [
     ("_adrive", "_drive"),
     ("aprune_keeping_chains", "prune_keeping_chains"),
     ("adelete_runs_keeping_chains", "delete_runs_keeping_chains"),
+    ("asweep", "sweep"),
 ]
 
 # Applied in order, as whole-word regexes where that matters.
@@ -95,9 +97,10 @@ SUBS: list[tuple[str, str]] = [
     (
         r"\.a(get_tuple|get_writes|list|put_writes|put|delete_thread|delete_for_runs|copy_thread"
         r"|prune|setup|close|lease|invoke|stream|get_state_history|get_state|update_state"
-        r"|delta_history|get_delta_channel_history)\b",
+        r"|delta_history|get_delta_channel_history|threads|sweep)\b",
         r".\1",
     ),
+    (r"\._a(sweep_expired|sweep_prune|sweep_vacuum|retention_rows)\b", r"._\1"),
     (r"\b(tether\.[\w.]+?)_async\b", r"\1_sync"),  # imports of other generated pairs
 ]
 

@@ -33,3 +33,12 @@ tool_calls  # unused variable (src/tether/ui/_values.py: read by the _macros.htm
 details  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
 folded  # unused variable (src/tether/ui/_values.py: read by the _macros.html template)
 _.generate_key  # public API (src/tether/encryption.py), used by docs and tests
+pruned_threads  # SweepReport field (src/tether/lifecycle.py), public API and tether sweep --json
+skipped  # SweepReport field (src/tether/lifecycle.py)
+batches  # SweepReport field (src/tether/lifecycle.py)
+freed_bytes  # SweepReport field (src/tether/lifecycle.py)
+_.asweep_lock  # the async core's twin of sweep_lock (src/tether/backends/postgres/_async.py)
+_.avacuum  # public API (src/tether/backends/sqlite/_saver.py)
+rounds  # Sweeper counters (src/tether/_sweeper.py), read by callers and tests
+busy  # Sweeper counter (src/tether/_sweeper.py)
+failures  # Sweeper counter (src/tether/_sweeper.py)

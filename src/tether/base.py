@@ -90,6 +90,22 @@ order="updated", limit=50, cursor=None)``
     ``"delete"``: everything goes. Blobs nobody refers to are removed. Kept
     checkpoints may then name a parent that no longer exists.
 
+``sweep(*, dry_run=False, batch=100, max_seconds=None)``
+    Applies the saver's :class:`~tether.lifecycle.Retention` (``retention=``)
+    and the threads' own (``set_retention``), see :mod:`tether.lifecycle`:
+    deletes threads idle past their TTL and the checkpoints of live threads
+    their policy no longer keeps, ``batch`` threads per transaction, each
+    thread whole or not at all; never a thread active within the policy's
+    ``grace`` nor (Postgres) a leased one. Returns a
+    :class:`~tether.lifecycle.SweepReport` (what it would delete, with
+    ``dry_run``).
+
+``set_retention(thread_id, policy)`` / ``get_retention(thread_id)``
+    A thread's own policy, stored in its index row (``None`` removes it); it
+    replaces the saver's for that thread and goes with the thread. Setting
+    one on a thread without a checkpoint is a
+    :class:`~tether.errors.ConfigError`.
+
 ``delta_history(config, channels)`` (optional)
     LangGraph's ``get_delta_channel_history`` answered by the storage in one
     round trip, or ``None`` when the backend has no such answer (the caller
@@ -108,9 +124,11 @@ from __future__ import annotations
 import abc
 import builtins
 import copy
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Literal, Self, TypeAlias
 
+from tether._sweeper import Sweeper, check_interval
 from tether.checkpoint import (
     ChannelHistory,
     ChannelVersion,
@@ -121,6 +139,7 @@ from tether.checkpoint import (
     Config,
     StoredWrite,
 )
+from tether.lifecycle import ReadRefresher, Retention, SweepReport, check_retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol, as_typed
 from tether.threads import ThreadOrder, ThreadPage
 from tether.versions import next_str_version
@@ -172,14 +191,35 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         serde: the serializer for channel values and writes. Defaults to the
             strict :class:`~tether.serde.MsgpackSerializer`. A plain
             ``dumps``/``loads`` serializer is adapted.
+        retention: the saver's :class:`~tether.lifecycle.Retention`, which
+            :meth:`sweep` applies (``None``: keep everything, except what
+            threads' own policies say).
     """
 
     serde: SerializerProtocol
+    _retention: Retention | None = None
+    _refresher: ReadRefresher | None = None  # refresh_on_read's memory
+    #: The background sweeper (``sweep_interval=``), ``None`` when off.
+    sweeper: Sweeper | None = None
 
     def __init__(
-        self, *, serde: SerializerProtocol | UntypedSerializerProtocol | None = None
+        self,
+        *,
+        serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.serde = as_typed(serde) if serde is not None else default_serializer()
+        self.retention = retention
+
+    @property
+    def retention(self) -> Retention | None:
+        """The saver's :class:`~tether.lifecycle.Retention` (``None``: keep everything)."""
+        return self._retention
+
+    @retention.setter
+    def retention(self, policy: Retention | None) -> None:
+        self._retention = check_retention(policy)
+        self._refresher = ReadRefresher() if policy is not None and policy.refresh_on_read else None
 
     # --- sync -------------------------------------------------------------------
 
@@ -334,6 +374,164 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         cursor: str | None = None,
     ) -> ThreadPage:
         """Async :meth:`threads`."""
+
+    # --- lifecycle (#15): a backend's primitives, each one transaction ------------------
+
+    @abc.abstractmethod
+    def set_retention(self, thread_id: str, policy: Retention | None) -> None:
+        """Store ``thread_id``'s own retention policy (``None``: the saver's again)."""
+
+    @abc.abstractmethod
+    def get_retention(self, thread_id: str) -> Retention | None:
+        """``thread_id``'s own retention policy, ``None`` when it follows the saver's."""
+
+    @abc.abstractmethod
+    async def aset_retention(self, thread_id: str, policy: Retention | None) -> None:
+        """Async :meth:`set_retention`."""
+
+    @abc.abstractmethod
+    async def aget_retention(self, thread_id: str) -> Retention | None:
+        """Async :meth:`get_retention`."""
+
+    @abc.abstractmethod
+    def _retention_rows(self) -> builtins.list[tuple[str, Any]]:
+        """``(thread_id, stored policy)`` of every thread with a policy of its own."""
+
+    @abc.abstractmethod
+    async def _aretention_rows(self) -> builtins.list[tuple[str, Any]]:
+        """Async :meth:`_retention_rows`."""
+
+    @abc.abstractmethod
+    def _sweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        """Delete, in one transaction, each ``(thread_id, cutoff)`` of ``due`` whose
+        thread was last active before ``cutoff`` (epoch microseconds) and is not
+        leased; ``(thread_id, checkpoints, bytes)`` of each deleted (``dry_run``:
+        of each that would be, nothing deleted)."""
+
+    @abc.abstractmethod
+    async def _asweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        """Async :meth:`_sweep_expired`."""
+
+    @abc.abstractmethod
+    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+        """``prune(keep_last=keep)`` of one thread in one transaction, only if it was last
+        active before ``active_before`` and is not leased: ``(checkpoints, bytes)``
+        deleted, or ``None`` when it was left alone."""
+
+    @abc.abstractmethod
+    async def _asweep_prune(
+        self, thread_id: str, keep: int, active_before: int
+    ) -> tuple[int, int] | None:
+        """Async :meth:`_sweep_prune`."""
+
+    def _start_sweeper(self, interval: float | None) -> None:
+        """Start the background sweeper (a backend calls it once it can serve sync calls)."""
+        seconds = check_interval(interval)
+        if seconds is not None and self.sweeper is None:
+            self.sweeper = Sweeper(self, seconds)
+            self.sweeper.start()
+
+    def _stop_sweeper(self) -> None:
+        """Stop the background sweeper, if any (a backend's ``close`` calls it first)."""
+        if self.sweeper is not None:
+            self.sweeper.stop()
+
+    def _touch(self, thread_id: str, now: int) -> None:
+        """Record activity on a thread (``refresh_on_read``): its index row's ``updated_at``."""
+
+    async def _atouch(self, thread_id: str, now: int) -> None:
+        """Async :meth:`_touch`."""
+        self._touch(thread_id, now)
+
+    def _after_read(self, thread_id: str) -> None:
+        """A read of ``thread_id`` returned a checkpoint: refresh it if the policy says so."""
+        refresh = self._refresher
+        if refresh is not None:
+            now = time.time_ns() // 1_000  # as the thread index records times
+            if refresh.due(thread_id, now):
+                self._touch(thread_id, now)
+
+    async def _aafter_read(self, thread_id: str) -> None:
+        """Async :meth:`_after_read`."""
+        refresh = self._refresher
+        if refresh is not None:
+            now = time.time_ns() // 1_000  # as the thread index records times
+            if refresh.due(thread_id, now):
+                await self._atouch(thread_id, now)
+
+    def _sweep_vacuum(self) -> int:
+        """Give back the space a sweep freed; the bytes the store shrank (SQLite)."""
+        return 0
+
+    async def _asweep_vacuum(self) -> int:
+        """Async :meth:`_sweep_vacuum`."""
+        return 0
+
+    def sweep(
+        self,
+        *,
+        dry_run: bool = False,
+        batch: int = 100,
+        max_seconds: float | None = None,
+        now: Any = None,
+        vacuum: bool = True,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        """Apply the retention policies once (see :mod:`tether.lifecycle`).
+
+        Args:
+            dry_run: delete nothing; report what would be deleted.
+            batch: threads per transaction (TTL); a thread pruned is one
+                transaction of its own.
+            max_seconds: stop after the batch that ends past this budget
+                (``report.finished`` is then ``False``; run it again to go on).
+            now: the time the policies are applied at (an aware datetime;
+                default: the clock), for a dry run of a future date.
+            vacuum: SQLite: give the freed pages back to the file system
+                afterwards (incremental vacuum).
+            progress: called with the report so far after each batch.
+
+        Raises:
+            ConfigError: a bad argument.
+        """
+        from tether._sweep_sync import sweep
+
+        return sweep(
+            self,
+            dry_run=dry_run,
+            batch=batch,
+            max_seconds=max_seconds,
+            now=now,
+            vacuum=vacuum,
+            progress=progress,
+        )
+
+    async def asweep(
+        self,
+        *,
+        dry_run: bool = False,
+        batch: int = 100,
+        max_seconds: float | None = None,
+        now: Any = None,
+        vacuum: bool = True,
+        progress: Callable[[SweepReport], None] | None = None,
+    ) -> SweepReport:
+        """Async :meth:`sweep`."""
+        from tether._sweep_async import asweep
+
+        return await asweep(
+            self,
+            dry_run=dry_run,
+            batch=batch,
+            max_seconds=max_seconds,
+            now=now,
+            vacuum=vacuum,
+            progress=progress,
+        )
 
     # --- shared, concrete -----------------------------------------------------------
 

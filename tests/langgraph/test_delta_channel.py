@@ -19,6 +19,7 @@ import asyncio
 import functools
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -34,6 +35,7 @@ from tether._delta_chains import ThreadChains
 from tether.checkpoint import CheckpointTuple
 from tether.errors import ConfigError, StorageError
 from tether.langgraph import TetherLangGraphSaver
+from tether.lifecycle import Retention
 
 from .savers import BACKENDS
 from .test_graphs import (
@@ -321,6 +323,35 @@ async def test_prune_keeps_what_delta_channels_need(
 
         await ops.prune(["t-delta"], strategy="delete")
         assert await ops.count("t-delta") == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_sweep_keeps_what_delta_channels_need(
+    backend: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """keep_last through the drop-in's sweep (#15): as its prune, the kept checkpoints
+    keep the ancestors they rebuild DeltaChannel values from."""
+    async with tether_saver(backend, mode, tmp_path, request) as saver:
+        r = Runner(saver, mode, "sync", "t-sweep")
+        graph = delta_graph(r)
+        for i in range(INVOKES):
+            await r.invoke(graph, turn_input(i))
+        await until_head_walks(r, graph, 50)
+        full = _values_by_id(await r.history(graph))
+        latest = (await r.state(graph)).values
+        saver.retention = Retention(keep_last=1)
+        later = datetime.now(UTC) + timedelta(hours=1)
+        if mode == "async":
+            report = await saver.asweep(now=later)
+        else:
+            report = await asyncio.to_thread(lambda: saver.sweep(now=later))
+        left = _values_by_id(await r.history(graph))
+        assert report.pruned_threads == 1
+        assert report.checkpoints == len(full) - len(left)
+        assert 1 < len(left) < len(full)
+        assert all(full[cid] == values for cid, values in left.items())
+        assert (await r.state(graph)).values == latest
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -44,6 +44,7 @@ INDEXES = {
     "tether_threads_pkey",
     "tether_threads_updated_idx",
     "tether_threads_status_idx",
+    "tether_threads_retention_idx",
 }
 
 

@@ -102,7 +102,10 @@ def as_version(source: Path, target: Path, version: int) -> None:
             "value": "CASE encoding WHEN 4 THEN substr(value, 5) WHEN 6 THEN substr(value, 9) "
             "ELSE value END",
         }
-        for new, old in _OLD_NAMES.items():
+        tables = dict(_OLD_NAMES)
+        if version >= 8:  # the thread index (its rows are the saver's, copied as they are)
+            tables["tether_threads"] = "tether_threads"
+        for new, old in tables.items():
             if version >= 4:  # tether's own names, and payloads with checksums
                 old, legacy = new, {}
             mine = [r[1] for r in conn.execute(f"PRAGMA table_info({old})")]

@@ -126,6 +126,7 @@ def test_a_populated_store_of_each_version_migrates_with_everything_equal(
         "tether_checkpoints_run",
         "tether_threads_updated",
         "tether_threads_status",
+        "tether_threads_retention",
     }
     if version < 4:
         assert checksums == (len(expected) + 1, 1)
@@ -201,7 +202,10 @@ def test_a_v3_store_whose_header_reads_2_is_refused_untouched(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("recorded", "shape"),
-    [(7, 8), (6, 8), (4, 8), (3, 8), (4, 5), (3, 4), (2, 4), (0, 4), (1, 3), (0, 3)],
+    [
+        *((9, 10), (8, 10), (7, 10), (7, 8), (6, 8), (4, 8), (3, 8)),
+        *((4, 5), (3, 4), (2, 4), (0, 4), (1, 3), (0, 3)),
+    ],
 )
 def test_every_mismatch_of_header_and_tables_is_refused(
     tmp_path: Path, recorded: int, shape: int

@@ -38,6 +38,7 @@ from tether.checkpoint import (
 
 if TYPE_CHECKING:
     from tether.base import PruneStrategy
+    from tether.lifecycle import Retention
     from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["InlineAsyncMixin", "ThreadedAsyncMixin"]
@@ -87,6 +88,16 @@ class _SyncMethods:
             strategy: PruneStrategy = "keep_latest",
             keep: int = 1,
         ) -> None: ...
+        def set_retention(self, thread_id: str, policy: Retention | None) -> None: ...
+        def get_retention(self, thread_id: str) -> Retention | None: ...
+        def _retention_rows(self) -> builtins.list[tuple[str, Any]]: ...
+        def _sweep_expired(
+            self, due: Sequence[tuple[str, int]], dry_run: bool
+        ) -> builtins.list[tuple[str, int, int]]: ...
+        def _sweep_prune(
+            self, thread_id: str, keep: int, active_before: int
+        ) -> tuple[int, int] | None: ...
+        def _sweep_vacuum(self) -> int: ...
         def threads(
             self,
             *,
@@ -181,6 +192,28 @@ class InlineAsyncMixin(_SyncMethods):
             limit=limit,
             cursor=cursor,
         )
+
+    async def aset_retention(self, thread_id: str, policy: Retention | None) -> None:
+        self.set_retention(thread_id, policy)
+
+    async def aget_retention(self, thread_id: str) -> Retention | None:
+        return self.get_retention(thread_id)
+
+    async def _aretention_rows(self) -> builtins.list[tuple[str, Any]]:
+        return self._retention_rows()
+
+    async def _asweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        return self._sweep_expired(due, dry_run)
+
+    async def _asweep_prune(
+        self, thread_id: str, keep: int, active_before: int
+    ) -> tuple[int, int] | None:
+        return self._sweep_prune(thread_id, keep, active_before)
+
+    async def _asweep_vacuum(self) -> int:
+        return self._sweep_vacuum()
 
 
 def _next_page(it: Iterator[CheckpointTuple], n: int) -> list[CheckpointTuple]:
@@ -294,3 +327,25 @@ class ThreadedAsyncMixin(_SyncMethods):
                 cursor=cursor,
             )
         )
+
+    async def aset_retention(self, thread_id: str, policy: Retention | None) -> None:
+        await asyncio.to_thread(self.set_retention, thread_id, policy)
+
+    async def aget_retention(self, thread_id: str) -> Retention | None:
+        return await asyncio.to_thread(self.get_retention, thread_id)
+
+    async def _aretention_rows(self) -> builtins.list[tuple[str, Any]]:
+        return await asyncio.to_thread(self._retention_rows)
+
+    async def _asweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        return await asyncio.to_thread(self._sweep_expired, due, dry_run)
+
+    async def _asweep_prune(
+        self, thread_id: str, keep: int, active_before: int
+    ) -> tuple[int, int] | None:
+        return await asyncio.to_thread(self._sweep_prune, thread_id, keep, active_before)
+
+    async def _asweep_vacuum(self) -> int:
+        return await asyncio.to_thread(self._sweep_vacuum)

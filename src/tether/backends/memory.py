@@ -35,6 +35,7 @@ comes here to see in one place.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -108,6 +109,7 @@ from tether.contract import (
 )
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, DecodeError
+from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.threads import ThreadOrder, ThreadPage, ThreadSummary
 
@@ -196,6 +198,7 @@ class _ThreadRow:
     metadata: str = "{}"  # JSON of the latest root checkpoint's user metadata
     runnable: bool = False  # nodes would run after the latest root checkpoint
     status: str | None = None
+    retention: str | None = None  # the thread's own policy (JSON), set_retention
 
 
 # A checkpoint read under the lock, to decode after releasing it.
@@ -216,6 +219,10 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         encryption: seal every value, pending write and metadata
             (:class:`~tether.encryption.Encryption`, or ``{key_id: key}``);
             ``None`` (default): ``TETHER_KEYS`` if set; ``False``: off.
+        retention: the :class:`~tether.lifecycle.Retention` that :meth:`sweep`
+            applies (``None``: keep everything).
+        sweep_interval: run :meth:`sweep` every this many seconds in a
+            background thread until :meth:`close` (``None``, the default: off).
 
     Example:
         >>> from tether import InMemorySaver, make_config
@@ -230,8 +237,10 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         serde: SerializerProtocol | UntypedSerializerProtocol | None = None,
         delta_threshold: int | None = DEFAULT_MIN_BYTES,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, retention=retention)
         self._appends = AppendTracker.create(delta_threshold)
         self._crypt = encryption_from(encryption)
         # checksums, no compression: nothing here is on disk
@@ -240,6 +249,7 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         self._threads: dict[str, dict[str, _Namespace]] = {}
         self._index: dict[str, _ThreadRow] = {}  # the thread index (#15), under the lock
         self._clock = now_micros
+        self._start_sweeper(sweep_interval)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -275,7 +285,11 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
         addr = Address.from_config(config, bounded=False)
         with self._lock:
             read = self._read(addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id)
-        return None if read is None else self._assemble(read)
+        if read is None:
+            return None
+        if self._refresher is not None:
+            self._after_read(addr.thread_id)
+        return self._assemble(read)
 
     def delta_history(
         self, config: Config, channels: Sequence[str]
@@ -576,13 +590,82 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
                     del self._threads[tid]
                     self._index.pop(tid, None)
                     continue
-                for ns in spaces.values():
-                    kept = set(sorted(ns.checkpoints, reverse=True)[:n])
-                    ns.checkpoints = {c: r for c, r in ns.checkpoints.items() if c in kept}
-                    ns.writes = {c: w for c, w in ns.writes.items() if c in kept}
-                    ns.collect_blobs()
+                self._prune_thread(spaces, n)
                 self._refresh(tid)
         self._forget(tids)
+
+    @staticmethod
+    def _prune_thread(spaces: dict[str, _Namespace], n: int) -> None:
+        """Keep the newest ``n`` checkpoints of each namespace (call under the lock)."""
+        for ns in spaces.values():
+            kept = set(sorted(ns.checkpoints, reverse=True)[:n])
+            ns.checkpoints = {c: r for c, r in ns.checkpoints.items() if c in kept}
+            ns.writes = {c: w for c, w in ns.writes.items() if c in kept}
+            ns.collect_blobs()
+
+    # --- lifecycle (#15) ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the background sweeper, if any (the maps stay readable)."""
+        self._stop_sweeper()
+
+    def set_retention(self, thread_id: str, policy: Retention | None) -> None:
+        tid = check_thread_id(thread_id, bounded=False)
+        found = check_retention(policy, "policy")
+        with self._lock:
+            row = self._index.get(tid)
+            if row is None:
+                raise no_thread(tid)
+            row.retention = None if found is None else found.to_json()
+
+    def get_retention(self, thread_id: str) -> Retention | None:
+        tid = check_thread_id(thread_id, bounded=False)
+        with self._lock:
+            row = self._index.get(tid)
+            text = row.retention if row is not None else None
+        return None if text is None else stored_policy(tid, text)
+
+    def _touch(self, thread_id: str, now: int) -> None:
+        with self._lock:
+            row = self._index.get(thread_id)
+            if row is not None and row.updated < now:
+                row.updated = now
+
+    def _retention_rows(self) -> builtins.list[tuple[str, Any]]:
+        with self._lock:
+            return [(t, r.retention) for t, r in self._index.items() if r.retention is not None]
+
+    def _sweep_expired(
+        self, due: Sequence[tuple[str, int]], dry_run: bool
+    ) -> builtins.list[tuple[str, int, int]]:
+        out: builtins.list[tuple[str, int, int]] = []
+        with self._lock:
+            for tid, cutoff in due:
+                row = self._index.get(tid)
+                if row is None or row.updated >= cutoff:
+                    continue  # gone, or written since the sweep found it
+                out.append((tid, row.checkpoints, row.bytes))
+                if not dry_run:
+                    self._threads.pop(tid, None)
+                    del self._index[tid]
+        if not dry_run:
+            self._forget([tid for tid, _, _ in out])
+        return out
+
+    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+        with self._lock:
+            row = self._index.get(thread_id)
+            spaces = self._threads.get(thread_id)
+            if row is None or spaces is None or row.updated >= active_before:
+                return None
+            count, size = row.checkpoints, row.bytes
+            self._prune_thread(spaces, keep)
+            self._refresh(thread_id)
+            after = self._index.get(thread_id)
+        self._forget([thread_id])
+        if after is None:
+            return count, size
+        return count - after.checkpoints, max(0, size - after.bytes)
 
     # --- the thread index (#15) ------------------------------------------------------------
 

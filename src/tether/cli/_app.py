@@ -1,7 +1,7 @@
 """The ``tether`` command group: the commands, one module per concept.
 
 ``_threads`` (threads, stats), ``_history`` (history), ``_show`` (show,
-diff), ``_manage`` (prune, delete, copy), ``_rekey`` (rekey), ``_transfer``
+diff), ``_manage`` (prune, delete, copy), ``_rekey`` (rekey), ``_sweep`` (sweep), ``_transfer``
 (import, export),
 ``_verify`` (verify). What every command shares -- the error boundary, the
 shared options, output without padding in a pipe, ``TETHER_STORE`` -- is in
@@ -23,6 +23,7 @@ from tether.cli._history import history
 from tether.cli._manage import copy, delete, prune
 from tether.cli._rekey import rekey
 from tether.cli._show import diff, show
+from tether.cli._sweep import sweep
 from tether.cli._threads import stats, threads
 from tether.cli._transfer import export, import_
 from tether.cli._ui import ui
@@ -45,6 +46,7 @@ def cli() -> None:
     tether show chat.db THREAD [#N|ID]     values and pending writes of one checkpoint
     tether diff chat.db THREAD A [B]       what changed between two checkpoints
     tether verify chat.db                  read everything; exit code 1 on damage
+    tether sweep chat.db --ttl 7d          delete threads idle for a week (cron; --dry-run)
     tether import langgraph.db chat.db     copy every thread of an official store
     tether export chat.db --to-langgraph langgraph.db   and back to the official format
 
@@ -69,6 +71,7 @@ for _command in (
     delete,
     copy,
     rekey,
+    sweep,
     import_,
     export,
 ):

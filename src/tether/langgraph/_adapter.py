@@ -38,6 +38,7 @@ from typing import Any, Self
 from tether import base as tether_base
 from tether.langgraph._adapter_async import _AsyncAdapter
 from tether.langgraph._adapter_sync import _Adapter
+from tether.lifecycle import Retention, SweepReport, check_retention
 from tether.threads import ThreadOrder, ThreadPage
 
 __all__ = ["TetherLangGraphSaver"]
@@ -116,6 +117,42 @@ class TetherLangGraphSaver(tether_base.Closable, _Adapter, _AsyncAdapter):
             limit=limit,
             cursor=cursor,
         )
+
+    # --- lifecycle (#15): the wrapped saver's ----------------------------------------
+
+    @property
+    def retention(self) -> Retention | None:
+        """The retention policy :meth:`sweep` applies (the wrapped saver's ``retention``)."""
+        return self.saver.retention
+
+    @retention.setter
+    def retention(self, policy: Retention | None) -> None:
+        self.saver.retention = check_retention(policy)
+
+    def sweep(self, **options: Any) -> SweepReport:
+        """Apply retention once (:meth:`tether.base.BaseCheckpointSaver.sweep`); the
+        checkpoints a kept one rebuilds a ``DeltaChannel`` from stay."""
+        return self.saver.sweep(**options)
+
+    async def asweep(self, **options: Any) -> SweepReport:
+        """Async :meth:`sweep`."""
+        return await self.saver.asweep(**options)
+
+    def set_retention(self, thread_id: str, policy: Retention | None) -> None:
+        """Store a thread's own policy (:meth:`tether.base.BaseCheckpointSaver.set_retention`)."""
+        self.saver.set_retention(thread_id, policy)
+
+    async def aset_retention(self, thread_id: str, policy: Retention | None) -> None:
+        """Async :meth:`set_retention`."""
+        await self.saver.aset_retention(thread_id, policy)
+
+    def get_retention(self, thread_id: str) -> Retention | None:
+        """A thread's own retention policy, ``None`` when the saver's applies."""
+        return self.saver.get_retention(thread_id)
+
+    async def aget_retention(self, thread_id: str) -> Retention | None:
+        """Async :meth:`get_retention`."""
+        return await self.saver.aget_retention(thread_id)
 
     # --- LangGraph runtime hooks ------------------------------------------------------
 

@@ -8,6 +8,7 @@ from tether.backends.memory import InMemorySaver as _TetherInMemorySaver
 from tether.encryption import Encryption
 from tether.langgraph._adapter import TetherLangGraphSaver
 from tether.langgraph._serde import langgraph_serializer
+from tether.lifecycle import Retention
 from tether.serde.base import SerializerProtocol
 
 __all__ = ["InMemorySaver"]
@@ -27,6 +28,10 @@ class InMemorySaver(TetherLangGraphSaver):
         encryption: seal every value, write and metadata
             (:class:`~tether.encryption.Encryption` or ``{key_id: key}``);
             ``None``: ``TETHER_KEYS`` if set; ``False``: off.
+        retention: the :class:`~tether.lifecycle.Retention` that ``sweep()``
+            applies (every drop-in takes it; SQLite and Postgres among their
+            options), and ``sweep_interval`` the seconds between background
+            sweeps (``None``: off).
 
     Example:
         >>> from tether.langgraph import InMemorySaver
@@ -39,9 +44,14 @@ class InMemorySaver(TetherLangGraphSaver):
         serde: SerializerProtocol | None = None,
         allowlist: Collection[tuple[str, ...]] = (),
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
         super().__init__(
             _TetherInMemorySaver(
-                serde=serde or langgraph_serializer(allowlist), encryption=encryption
+                serde=serde or langgraph_serializer(allowlist),
+                encryption=encryption,
+                retention=retention,
+                sweep_interval=sweep_interval,
             )
         )

@@ -51,6 +51,7 @@ pytest.register_assert_rewrite(
     "tether.testing._contract",
     "tether.testing._driver",
     "tether.testing._history",
+    "tether.testing._lifecycle",
     "tether.testing._model",
 )
 

@@ -37,6 +37,7 @@ from tether.testing._driver import (
     new_checkpoint,
 )
 from tether.testing._history import HistoryContract
+from tether.testing._lifecycle import LifecycleContract
 from tether.testing._model import Op, programs, run_program
 from tether.testing._threads import ThreadsContract
 
@@ -120,7 +121,7 @@ INJECTION_KEYS = [
 ]
 
 
-class SaverContract(HistoryContract, ThreadsContract):
+class SaverContract(HistoryContract, ThreadsContract, LifecycleContract):
     """The saver contract as pytest tests; subclass it and provide a ``saver`` fixture."""
 
     # --- fixtures -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from tether.checkpoint import (
     make_config,
 )
 from tether.ids import uuid6
+from tether.lifecycle import Retention, SweepReport
 from tether.threads import ThreadPage
 
 __all__ = [
@@ -149,6 +150,17 @@ class Driver:
 
     async def threads(self, **kwargs: Any) -> ThreadPage:
         out: ThreadPage = await self._call("threads", **kwargs)
+        return out
+
+    async def sweep(self, **kwargs: Any) -> SweepReport:
+        out: SweepReport = await self._call("sweep", **kwargs)
+        return out
+
+    async def set_retention(self, thread_id: str, policy: Retention | None) -> None:
+        await self._call("set_retention", thread_id, policy)
+
+    async def get_retention(self, thread_id: str) -> Retention | None:
+        out: Retention | None = await self._call("get_retention", thread_id)
         return out
 
 

@@ -90,6 +90,7 @@ from tether.backends.postgres._sealing import (
     write_updates,
 )
 from tether.backends.postgres._sql import Statements
+from tether.backends.postgres._sweep import SweepStatements
 from tether.checkpoint import (
     Address,
     ChannelHistory,
@@ -135,6 +136,7 @@ __all__ = ["AsyncLease", "_AsyncPostgresCore"]
 
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
+_Swept = list[tuple[str, int, int]]  # (thread, checkpoints, bytes) of each thread swept
 
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
@@ -180,6 +182,7 @@ class _AsyncPostgresCore:
             self._single = source
         self._sql = statements
         self._sealing = SealingStatements(statements)
+        self._sweeps = SweepStatements(statements)
         self._pipeline = pipeline
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
@@ -877,6 +880,87 @@ class _AsyncPostgresCore:
                     await self._async_set_latest(conn, serde, tid, latest)
             if not rows:
                 return
+
+    # --- lifecycle (#15): the sweep's primitives (SQL in _sweep.py) ----------------------
+
+    async def aset_retention(self, thread_id: str, text: str | None) -> bool:
+        """Store a thread's own policy (JSON; ``None`` clears it); whether the thread exists."""
+        sql = self._sweeps.retention_set
+        return bool(await self._fetchall("set_retention", sql, (text, thread_id)))
+
+    async def aget_retention(self, thread_id: str) -> Any:
+        rows = await self._fetchall("get_retention", self._sweeps.retention_get, (thread_id,))
+        return rows[0][0] if rows else None
+
+    async def atouch(self, thread_id: str, now: int) -> None:
+        """A read counts as activity (``refresh_on_read``)."""
+        await self._execute("touch", self._sweeps.touch, {"thread": thread_id, "now": now})
+
+    async def aretention_rows(self) -> _Rows:
+        return await self._fetchall("retention policies", self._sweeps.retention_rows, None)
+
+    async def asweep_expired(self, due: Sequence[tuple[str, int]], dry_run: bool) -> _Swept:
+        """Delete the threads of ``due`` still due and not leased, in one statement."""
+        params = {
+            "threads": [tid for tid, _ in due],
+            "cutoffs": [cutoff for _, cutoff in due],
+            "schema": self._sql.schema,
+        }
+        sql = self._sweeps.expired_dry if dry_run else self._sweeps.expired
+        rows = await self._fetchall("sweep", sql, params)
+        if not dry_run:
+            self._forget([str(r[0]) for r in rows])
+        return [(str(t), int(n), int(b)) for t, n, b in rows]
+
+    async def asweep_prune(
+        self, thread_id: str, keep: int, active_before: int
+    ) -> tuple[int, int] | None:
+        """``prune`` of one thread that is still idle and not leased, in one transaction."""
+        claim = {"thread": thread_id, "before": active_before, "schema": self._sql.schema}
+
+        async def op(conn: AsyncConnection[Any]) -> tuple[int, int] | None:
+            async with conn.transaction():
+                cur = await _execute_tuples(conn, self._sweeps.claim, claim)
+                before = await cur.fetchone()
+                if before is None:
+                    return None
+                params = {"threads": [thread_id], "keep": keep}
+                await conn.execute(self._sql.prune_checkpoints, params)
+                await self._async_sweep(conn, [thread_id])
+                await self._async_reindex(conn, None, thread_id)
+                cur = await _execute_tuples(conn, self._sweeps.counts, (thread_id,))
+                after = await cur.fetchone() or (0, 0)
+            return int(before[0]) - int(after[0]), max(0, int(before[1]) - int(after[1]))
+
+        out = await self._run(f"sweep (prune) of thread {shown(thread_id)}", op)
+        self._forget([thread_id])
+        return out
+
+    @asynccontextmanager
+    async def asweep_lock(self) -> AsyncIterator[bool]:
+        """Whether this process may sweep now: one sweeper per schema (an advisory lock)."""
+        key = (self._sweeps.lock_key,)
+        if self._single is not None:
+            # One connection: a session lock stays on it between operations.
+            rows = await self._fetchall("sweep lock", self._sweeps.try_lock, key)
+            got = bool(rows and rows[0][0])
+            try:
+                yield got
+            finally:
+                if got:
+                    await self._fetchall("sweep unlock", self._sweeps.unlock, key)
+            return
+        async with self._session() as conn:
+            cur = await _execute_tuples(conn, self._sweeps.try_lock, key)
+            row = await cur.fetchone()
+            got = bool(row and row[0])
+            try:
+                yield got
+            finally:
+                # A lost session already dropped the lock with it.
+                if got and not conn.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute(self._sweeps.unlock, key)
 
     # --- schema -----------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ from tether.backends._threads import check_threads_args
 from tether.backends.postgres._async import AsyncLease, _AsyncPostgresCore
 from tether.backends.postgres._errors import translate
 from tether.backends.postgres._leases import LeaseRegistry
+from tether.backends.postgres._lifecycle import LifecycleMixin
 from tether.backends.postgres._loops import LoopPools
 from tether.backends.postgres._sql import Statements
 from tether.backends.postgres._sync import Lease, _PostgresCore
@@ -88,6 +89,7 @@ from tether.checkpoint import (
 from tether.contract import check_list_args
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError, StorageError, TetherError
+from tether.lifecycle import Retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.threads import ThreadOrder, ThreadPage
 
@@ -183,7 +185,7 @@ class _ThreadedLease(AsyncLease):
         await asyncio.to_thread(self._lease.check)
 
 
-class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
+class PostgresSaver(LifecycleMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     """Checkpoints in Postgres, for sync and async callers (see the module doc).
 
     Args:
@@ -236,6 +238,13 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             round trip); each caller returns once its write committed, so
             durability is unchanged, and an idle saver runs each write alone.
             ``False``: one transaction per write, always.
+        retention: the :class:`~tether.lifecycle.Retention` that :meth:`sweep`
+            applies (``None``: keep everything). A sweep never deletes a
+            leased thread, nor waits for a put in progress (it skips that
+            thread until the next sweep).
+        sweep_interval: run :meth:`sweep` every this many seconds in a
+            background thread until :meth:`close` (``None``, the default: off);
+            one process per schema sweeps at a time (:meth:`sweep_lock`).
 
     One writer per thread (S5.4): :meth:`lease` / :meth:`alease` hold a
     Postgres advisory lock on a thread for the length of a run (a transaction
@@ -295,8 +304,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         group_commit: bool = True,
+        retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, retention=retention)
         crypt = encryption_from(encryption)
         if import_official is not None and not isinstance(import_official, bool):
             raise ConfigError(
@@ -323,7 +334,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         }
         self._res = _Resources()
         if conn is None:
-            return  # from_conn_string fills in the URL
+            return  # from_conn_string fills in the URL, then starts the sweeper
         self._res.source = conn
         if isinstance(conn, Connection | ConnectionPool):
             self._res.sync = _PostgresCore(conn, **self._options)
@@ -335,6 +346,14 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
                 f"AsyncConnectionPool (or use PostgresSaver.from_conn_string), got "
                 f"{type(conn).__name__}"
             )
+        if sweep_interval is not None and self._res.sync is None:
+            raise ConfigError(
+                "sweep_interval runs sweep() in a background thread, which needs sync "
+                "access: build the saver with PostgresSaver.from_conn_string(url), or from a "
+                "sync Connection/ConnectionPool, or run `await saver.asweep()` from a task "
+                "of your own"
+            )
+        self._start_sweeper(sweep_interval)
 
     @classmethod
     def from_conn_string(
@@ -358,6 +377,8 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
         group_commit: bool = True,
+        retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> PostgresSaver:
         """A saver owning its pools (created on first use); close it or use it as a context manager.
 
@@ -402,6 +423,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             max_value_size=max_value_size,
             encryption=encryption,
             group_commit=group_commit,
+            retention=retention,
         )
         res = saver._res
         res.url = location
@@ -420,6 +442,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             "max_size": pool_size,
             "timeout": pool_timeout,
         }
+        saver._start_sweeper(sweep_interval)
         return saver
 
     # --- the two cores --------------------------------------------------------------
@@ -509,6 +532,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         thread's included; awaited by :meth:`aclose`). Resources it was given
         stay open.
         """
+        self._stop_sweeper()
         self._mark_closed()
         res = self._res
         with res.sync_lock:
@@ -519,6 +543,8 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
 
     async def aclose(self) -> None:
         """Close the saver as :meth:`close` does, awaiting the running loop's pool."""
+        if self.sweeper is not None:
+            await asyncio.to_thread(self._stop_sweeper)
         self._mark_closed()
         res = self._res
         await res.loops.aclose()
@@ -698,7 +724,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
     # --- sync API ---------------------------------------------------------------------
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        return self._sync_core().get_tuple(self.serde, config)
+        tup = self._sync_core().get_tuple(self.serde, config)
+        if self._refresher is not None and tup is not None:
+            self._after_read(tup.config["configurable"]["thread_id"])
+        return tup
 
     def list(
         self,
@@ -840,7 +869,10 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         core = await self._aio_core()
         if core is None:
             return await super().aget_tuple(config)
-        return await core.aget_tuple(self.serde, config)
+        tup = await core.aget_tuple(self.serde, config)
+        if self._refresher is not None and tup is not None:
+            await self._aafter_read(tup.config["configurable"]["thread_id"])
+        return tup
 
     async def aget_writes(self, config: Config) -> builtins.list[StoredWrite]:
         core = await self._aio_core()

@@ -174,6 +174,15 @@ THREADS_INDEXES = (
 )
 
 
+#: A thread's own retention policy (#15): the column and the index of the threads
+#: that have one, as the migration and the baseline add them.
+RETENTION = (
+    "ALTER TABLE {schema}.tether_threads ADD COLUMN retention JSONB",
+    "CREATE INDEX tether_threads_retention_idx ON {schema}.tether_threads (thread_id) "
+    "WHERE retention IS NOT NULL",
+)
+
+
 def state_query(writes: str, runnable: str) -> str:
     """A thread's status (SQL, one value) from ``writes``, a query of a checkpoint's
     ``(task_id, channel)`` write rows, and ``runnable`` (SQL):
@@ -501,6 +510,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP FUNCTION IF EXISTS {schema}.tether_thread_state(TEXT, TEXT, BOOLEAN)",
         ),
     ),
+    # A thread's own retention policy (issue #15), read by sweep(): JSON of
+    # tether.lifecycle.Retention, NULL when the saver's applies. The partial
+    # index lists the threads that have one; puts never change the column, so
+    # their index updates stay HOT.
+    Migration("thread retention", RETENTION),
 )
 
 #: The first version whose tables have tether's own names.
@@ -579,6 +593,7 @@ BASELINE: tuple[str, ...] = (
     THREADS,
     *THREADS_INDEXES,
     THREAD_STATUS,
+    *RETENTION,
 )
 
 CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"

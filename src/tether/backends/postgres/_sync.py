@@ -93,6 +93,7 @@ from tether.backends.postgres._sealing import (
     write_updates,
 )
 from tether.backends.postgres._sql import Statements
+from tether.backends.postgres._sweep import SweepStatements
 from tether.checkpoint import (
     Address,
     ChannelHistory,
@@ -132,6 +133,7 @@ __all__ = ["Lease", "_PostgresCore"]
 
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
+_Swept = list[tuple[str, int, int]]  # (thread, checkpoints, bytes) of each thread swept
 
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
@@ -177,6 +179,7 @@ class _PostgresCore:
             self._single = source
         self._sql = statements
         self._sealing = SealingStatements(statements)
+        self._sweeps = SweepStatements(statements)
         self._pipeline = pipeline
         # False = leave the connection's own setting alone.
         self._prepare_threshold = prepare_threshold
@@ -872,6 +875,85 @@ class _PostgresCore:
                     self._sync_set_latest(conn, serde, tid, latest)
             if not rows:
                 return
+
+    # --- lifecycle (#15): the sweep's primitives (SQL in _sweep.py) ----------------------
+
+    def set_retention(self, thread_id: str, text: str | None) -> bool:
+        """Store a thread's own policy (JSON; ``None`` clears it); whether the thread exists."""
+        sql = self._sweeps.retention_set
+        return bool(self._fetchall("set_retention", sql, (text, thread_id)))
+
+    def get_retention(self, thread_id: str) -> Any:
+        rows = self._fetchall("get_retention", self._sweeps.retention_get, (thread_id,))
+        return rows[0][0] if rows else None
+
+    def touch(self, thread_id: str, now: int) -> None:
+        """A read counts as activity (``refresh_on_read``)."""
+        self._execute("touch", self._sweeps.touch, {"thread": thread_id, "now": now})
+
+    def retention_rows(self) -> _Rows:
+        return self._fetchall("retention policies", self._sweeps.retention_rows, None)
+
+    def sweep_expired(self, due: Sequence[tuple[str, int]], dry_run: bool) -> _Swept:
+        """Delete the threads of ``due`` still due and not leased, in one statement."""
+        params = {
+            "threads": [tid for tid, _ in due],
+            "cutoffs": [cutoff for _, cutoff in due],
+            "schema": self._sql.schema,
+        }
+        sql = self._sweeps.expired_dry if dry_run else self._sweeps.expired
+        rows = self._fetchall("sweep", sql, params)
+        if not dry_run:
+            self._forget([str(r[0]) for r in rows])
+        return [(str(t), int(n), int(b)) for t, n, b in rows]
+
+    def sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+        """``prune`` of one thread that is still idle and not leased, in one transaction."""
+        claim = {"thread": thread_id, "before": active_before, "schema": self._sql.schema}
+
+        def op(conn: Connection[Any]) -> tuple[int, int] | None:
+            with conn.transaction():
+                cur = _execute_tuples(conn, self._sweeps.claim, claim)
+                before = cur.fetchone()
+                if before is None:
+                    return None
+                params = {"threads": [thread_id], "keep": keep}
+                conn.execute(self._sql.prune_checkpoints, params)
+                self._sync_sweep(conn, [thread_id])
+                self._sync_reindex(conn, None, thread_id)
+                cur = _execute_tuples(conn, self._sweeps.counts, (thread_id,))
+                after = cur.fetchone() or (0, 0)
+            return int(before[0]) - int(after[0]), max(0, int(before[1]) - int(after[1]))
+
+        out = self._run(f"sweep (prune) of thread {shown(thread_id)}", op)
+        self._forget([thread_id])
+        return out
+
+    @contextmanager
+    def sweep_lock(self) -> Iterator[bool]:
+        """Whether this process may sweep now: one sweeper per schema (an advisory lock)."""
+        key = (self._sweeps.lock_key,)
+        if self._single is not None:
+            # One connection: a session lock stays on it between operations.
+            rows = self._fetchall("sweep lock", self._sweeps.try_lock, key)
+            got = bool(rows and rows[0][0])
+            try:
+                yield got
+            finally:
+                if got:
+                    self._fetchall("sweep unlock", self._sweeps.unlock, key)
+            return
+        with self._session() as conn:
+            cur = _execute_tuples(conn, self._sweeps.try_lock, key)
+            row = cur.fetchone()
+            got = bool(row and row[0])
+            try:
+                yield got
+            finally:
+                # A lost session already dropped the lock with it.
+                if got and not conn.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute(self._sweeps.unlock, key)
 
     # --- schema -----------------------------------------------------------------------
 

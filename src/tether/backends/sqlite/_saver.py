@@ -156,6 +156,7 @@ from tether.backends.sqlite._sql import (
     THREADS_OF_RUNS,
     read_statement,
 )
+from tether.backends.sqlite._sweep import SweepMixin
 from tether.base import BaseCheckpointSaver, PruneStrategy
 from tether.checkpoint import (
     Address,
@@ -180,6 +181,7 @@ from tether.contract import (
 )
 from tether.encryption import Encryption, encryption_from
 from tether.errors import ConfigError
+from tether.lifecycle import Retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
 from tether.stores import sqlite_path
 from tether.threads import ThreadOrder, ThreadPage
@@ -258,7 +260,7 @@ def _filter_clause(key: str, want: Any) -> tuple[str, list[Any]]:
     return head + "m.type = 'object')", [key]
 
 
-class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
+class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     """Checkpoints in one SQLite file (or ``":memory:"``), from sync and async code.
 
     Args:
@@ -306,6 +308,13 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             AES-256-GCM (:class:`~tether.encryption.Encryption`, or
             ``{key_id: key}``); ``None`` (default): the keys of
             ``TETHER_KEYS`` if set; ``False``: off. See ``docs/encryption.md``.
+        retention: the :class:`~tether.lifecycle.Retention` that :meth:`sweep`
+            applies (``None``: keep everything). New files are created with
+            incremental auto-vacuum, so a sweep gives its freed pages back to
+            the file system; :meth:`vacuum` converts an older file once.
+        sweep_interval: run :meth:`sweep` every this many seconds in a
+            background thread until :meth:`close` (``None``, the default: off;
+            see :mod:`tether._sweeper`).
 
     Raises:
         ConfigError: official tables to import (see ``import_official``), or
@@ -333,8 +342,10 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         max_value_size: int = DEFAULT_MAX_VALUE_SIZE,
         inline_primitives: bool | None = None,
         encryption: Encryption | Mapping[str, bytes | str] | bool | None = None,
+        retention: Retention | None = None,
+        sweep_interval: float | None = None,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=serde, retention=retention)
         if import_official is not None and not isinstance(import_official, bool):
             raise ConfigError(
                 f"import_official must be None, True or False, got {import_official!r}"
@@ -359,6 +370,9 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         except BaseException:
             self._conns.close()
             raise
+        if sweep_interval is not None:
+            self._check_writable("sweep_interval")
+        self._start_sweeper(sweep_interval)
 
     @property
     def path(self) -> str:
@@ -451,6 +465,7 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         starts afterwards raises ``StorageError``. A connection is never
         closed under an operation that uses it.
         """
+        self._stop_sweeper()
         self._conns.close()
 
     async def aclose(self) -> None:
@@ -529,6 +544,8 @@ class SqliteSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
         found = self._query(sql, args, [addr.thread_id])
         if not found:
             return None
+        if self._refresher is not None:
+            self._after_read(addr.thread_id)
         return self._build(*found[0])
 
     def get_writes(self, config: Config) -> _List[StoredWrite]:

@@ -66,7 +66,8 @@ that a file can hold a tether store and LangGraph's official one side by side:
     microseconds, ``latest_step`` as JSON text, ``metadata`` the latest root
     checkpoint's user keys, ``runnable`` whether nodes would run after it,
     ``bucket`` ``updated_at >> BUCKET_BITS`` (what the indexes order by, see
-    :data:`tether.backends._threads.BUCKET_BITS`).
+    :data:`tether.backends._threads.BUCKET_BITS`), ``retention`` the thread's
+    own retention policy (version 10, JSON; NULL: the saver's).
 ``tether_meta``
     keys and values of the store itself (an unfinished import of the
     official tables, see :class:`~tether.backends.sqlite.SqliteSaver`).
@@ -187,6 +188,15 @@ _THREADS = (
     )""",
     "CREATE INDEX tether_threads_updated ON tether_threads (bucket)",
     "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
+)
+
+#: A thread's own retention policy (#15, version 10): JSON of
+#: :meth:`tether.lifecycle.Retention.to_json`, NULL when the saver's applies;
+#: the partial index lists the threads that have one (the sweep reads them all).
+_RETENTION = (
+    "ALTER TABLE tether_threads ADD COLUMN retention TEXT",
+    "CREATE INDEX tether_threads_retention ON tether_threads (thread_id) "
+    "WHERE retention IS NOT NULL",
 )
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -320,6 +330,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # walk still take; the version stops an older tether from writing, which
     # would look for inline values through that column and not find them.
     ("SELECT 1",),
+    # 9 -> 10: retention policies of threads (#15), see _RETENTION.
+    _RETENTION,
 )
 
 #: The version this tether writes and reads.
@@ -381,6 +393,7 @@ CREATE: tuple[str, ...] = (
         value TEXT NOT NULL
     )""",
     *_THREADS,
+    *_RETENTION,
 )
 
 
@@ -613,6 +626,12 @@ def ensure_schema(
             return found
         if found == 0:
             _refuse_foreign(conn, where)
+            # Only before the file's first page is written (the journal mode
+            # writes it), else never: a sweep's freed pages then go back to
+            # the file system (PRAGMA incremental_vacuum) instead of waiting
+            # in the file for reuse (#15). A file that already has tables
+            # (LangGraph's) keeps its mode; SqliteSaver.vacuum() converts it.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if wal:
             # Persistent in the file; must run outside a transaction.
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()

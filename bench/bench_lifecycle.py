@@ -1,0 +1,348 @@
+"""Thread lifecycle (#15): what a sweep deletes per second, what it costs writers, and the
+store's size over a simulated month with a 7-day TTL against the official savers.
+
+    python -m bench lifecycle          (or: python -m bench.bench_lifecycle [--quick])
+
+On SQLite and Postgres (``TETHER_BENCH_PG_DSN``, else ``TETHER_TEST_PG_DSN``, else
+the local test server; skipped when unreachable):
+
+* **sweep throughput.** A store of T chat threads x C checkpoints (one thread
+  written by ``put``/``put_writes``, copied under T-1 more ids with
+  ``copy_thread``), swept with a TTL (every thread expired: whole threads,
+  ``batch`` 100 a transaction) and, on a fresh copy, with ``keep_last=2``
+  (each thread read once, then pruned in a transaction of its own).
+  Checkpoints deleted per second of the whole ``sweep()`` call.
+* **writer latency while sweeping.** A writer puts small checkpoints (W2's)
+  into new threads back to back while, in another thread of the process, a
+  TTL sweep deletes a store like the one above; the same writer alone for as
+  long. Rounds alternate with and without; p50 and p99 of each round, median
+  of the rounds (with the range).
+* **a simulated month and a half.** Every simulated day (42 of them) 20 new chat threads
+  (random UUID ids, as applications name them) of 6 steps
+  each; tether sweeps once a day with ``Retention(ttl=7 days)`` (the index's
+  clock set to the simulated day); the official savers have no expiry and
+  only grow. Size on disk at days 7, 14, 28 and 42: the SQLite file (after a WAL
+  checkpoint), the Postgres tables with their indexes and TOAST (after a
+  plain ``VACUUM`` of both schemas each day, as autovacuum would do).
+  The official savers have no sweep, so there is no throughput to set beside
+  ours; their size is the comparison.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench._workloads import _advance, _checkpoint, _message
+from tether.lifecycle import Retention
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DSN = os.environ.get(
+    "TETHER_BENCH_PG_DSN",
+    os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test"),
+)
+DAY = datetime.timedelta(days=1)
+LATER = datetime.datetime.now(datetime.UTC) + 30 * DAY
+
+
+def _pg_ok() -> bool:
+    try:
+        import psycopg
+
+        psycopg.connect(DSN, connect_timeout=3).close()
+        return True
+    except Exception:
+        return False
+
+
+def chat_thread(saver: Any, thread_id: str, steps: int) -> None:
+    """A chat of ``steps`` turns: a growing message list, a step counter, a write per turn."""
+    cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    prev = None
+    messages: list[dict[str, Any]] = []
+    for i in range(steps):
+        ckpt = _checkpoint(prev)
+        messages = [*messages, _message(i)]
+        nv = _advance(saver, ckpt, {"messages": messages, "step": i})
+        cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
+        saver.put_writes(cfg, [("step", i)], f"task-{i}")
+        prev = ckpt
+
+
+def populate(saver: Any, threads: int, steps: int, prefix: str = "old") -> int:
+    """``threads`` copies of one chat; the checkpoints written."""
+    chat_thread(saver, f"{prefix}-0", steps)
+    for t in range(1, threads):
+        saver.copy_thread(f"{prefix}-0", f"{prefix}-{t}")
+    return threads * steps
+
+
+# --- the savers ------------------------------------------------------------------------------
+
+
+@contextmanager
+def sqlite_saver(tmp: str) -> Iterator[Any]:
+    from tether import SqliteSaver
+
+    with SqliteSaver(Path(tmp) / f"{uuid.uuid4().hex}.db") as saver:
+        yield saver
+
+
+@contextmanager
+def pg_saver() -> Iterator[Any]:
+    import psycopg
+
+    from tether import PostgresSaver
+
+    schema = "bl_" + uuid.uuid4().hex[:10]
+    try:
+        with PostgresSaver.from_conn_string(DSN, schema=schema) as saver:
+            saver.setup()
+            yield saver
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+Maker = Callable[[], Any]
+
+
+# --- sweep throughput -------------------------------------------------------------------------
+
+
+def throughput(backend: str, make: Maker, threads: int, steps: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, policy in (
+        ("TTL: whole threads", Retention(ttl=DAY)),
+        ("keep_last=2: live threads pruned", Retention(keep_last=2)),
+    ):
+        with make() as saver:
+            populate(saver, threads, steps)
+            saver.retention = policy
+            t0 = time.perf_counter()
+            report = saver.sweep(now=LATER, batch=100)
+            seconds = time.perf_counter() - t0
+        rows.append(
+            {
+                "workload": f"sweep {name} ({threads} threads x {steps})",
+                "backend": backend,
+                "checkpoints deleted": report.checkpoints,
+                "checkpoints/s": round(report.checkpoints / seconds),
+                "threads/s": round((report.threads or report.pruned_threads) / seconds),
+                "transactions": report.batches,
+            }
+        )
+    return rows
+
+
+# --- writer latency while a sweep runs --------------------------------------------------------
+
+
+def _writer(saver: Any, tag: str, until: Callable[[], bool]) -> list[float]:
+    """W2-style puts into new threads until ``until()``; each put's seconds."""
+    times = []
+    clock = time.perf_counter
+    t = 0
+    while not until():
+        cfg: dict[str, Any] = {"configurable": {"thread_id": f"{tag}-{t}", "checkpoint_ns": ""}}
+        ckpt = _checkpoint(None)
+        t0 = clock()
+        nv = _advance(saver, ckpt, {"step": t, "user": "u", "flag": True})
+        saver.put(cfg, ckpt, {"source": "loop", "step": 0, "parents": {}}, nv)
+        times.append(clock() - t0)
+        t += 1
+    return times
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def writer_latency(
+    backend: str, make: Maker, threads: int, steps: int, rounds: int
+) -> list[dict[str, Any]]:
+    found: dict[str, list[tuple[float, float]]] = {"alone": [], "while sweeping": []}
+    window = 2.0  # seconds the writer runs alone: as long as the last sweep took
+    for r in range(rounds):
+        for case in ("while sweeping", "alone") if r % 2 == 0 else ("alone", "while sweeping"):
+            with make() as saver:
+                populate(saver, threads, steps)
+                saver.retention = Retention(ttl=DAY)
+                if case == "alone":
+                    deadline = time.monotonic() + window
+                    times = _writer(saver, f"w{r}", lambda d=deadline: time.monotonic() > d)
+                else:
+                    done = threading.Event()
+                    started = time.monotonic()
+
+                    def sweep(s: Any = saver, e: threading.Event = done) -> None:
+                        try:
+                            s.sweep(now=LATER, batch=100)
+                        finally:
+                            e.set()
+
+                    worker = threading.Thread(target=sweep)
+                    worker.start()
+                    times = _writer(saver, f"w{r}", done.is_set)
+                    worker.join()
+                    window = time.monotonic() - started
+            found[case].append((_pct(times, 0.5), _pct(times, 0.99)))
+    rows = []
+    for case in ("alone", "while sweeping"):
+        p50 = [a for a, _ in found[case]]
+        p99 = [b for _, b in found[case]]
+        rows.append(
+            {
+                "workload": f"writer put latency, {case} ({threads} threads x {steps} swept)",
+                "backend": backend,
+                "p50 ms": round(statistics.median(p50), 3),
+                "p99 ms": round(statistics.median(p99), 3),
+                "p99 range ms": f"{min(p99):.2f}-{max(p99):.2f}",
+            }
+        )
+    return rows
+
+
+# --- a simulated month -------------------------------------------------------------------------
+
+
+def _sqlite_size(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.stat().st_size
+
+
+def month(backend: str, days: int, per_day: int, steps: int, tmp: str) -> list[dict[str, Any]]:
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    sizes: dict[int, tuple[int, int]] = {}
+    with _month_savers(backend, tmp) as (tether, official, size_of):
+        for day in range(1, days + 1):
+            today = start + day * DAY
+            micros = int(today.timestamp() * 1_000_000)
+            _set_clock(tether, lambda m=micros: m)
+            for _ in range(per_day):
+                tid = str(uuid.uuid4())  # as applications name threads: keys spread over indexes
+                chat_thread(tether, tid, steps)
+                chat_thread(official, tid, steps)
+            tether.sweep(now=today + datetime.timedelta(hours=1), batch=100)
+            if day in (7, 14, 28, days):
+                sizes[day] = size_of()
+    return [
+        {
+            "workload": f"store size, day {day} ({per_day} chats/day x {steps} steps, TTL 7d)",
+            "backend": backend,
+            "tether MB": round(t / 1e6, 2),
+            "langgraph MB": round(o / 1e6, 2),
+            "ratio": round(o / t, 2),
+        }
+        for day, (t, o) in sizes.items()
+    ]
+
+
+def _set_clock(saver: Any, clock: Callable[[], int]) -> None:
+    """The thread index's clock (a simulated day's writes are that day's activity)."""
+    saver._clock = clock
+    core = getattr(saver, "_sync_core", None)
+    if core is not None:
+        core()._clock = clock
+
+
+@contextmanager
+def _month_savers(
+    backend: str, tmp: str
+) -> Iterator[tuple[Any, Any, Callable[[], tuple[int, int]]]]:
+    retention = Retention(ttl=7 * DAY)
+    if backend == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
+
+        from tether import SqliteSaver
+
+        mine, theirs = Path(tmp) / "month-tether.db", Path(tmp) / "month-official.db"
+        conn = sqlite3.connect(theirs, check_same_thread=False)
+        official = OfficialSqliteSaver(conn)
+        official.setup()
+        with SqliteSaver(mine, retention=retention) as saver:
+            yield saver, official, lambda: (_sqlite_size(mine), _sqlite_size(theirs))
+        conn.close()
+        return
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver as OfficialPostgresSaver
+    from psycopg.rows import dict_row
+
+    from tether import PostgresSaver
+
+    mine, theirs = "bm_" + uuid.uuid4().hex[:10], "bo_" + uuid.uuid4().hex[:10]
+    admin = psycopg.connect(DSN, autocommit=True)
+    admin.execute(f'CREATE SCHEMA "{theirs}"')
+    off_conn = psycopg.connect(
+        DSN,
+        autocommit=True,
+        prepare_threshold=0,
+        row_factory=dict_row,
+        options=f"-c search_path={theirs}",
+    )
+    official = OfficialPostgresSaver(off_conn)  # type: ignore[arg-type]
+    official.setup()
+
+    def size_of() -> tuple[int, int]:
+        out = []
+        for schema in (mine, theirs):
+            for (table,) in admin.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            ).fetchall():
+                admin.execute(f'VACUUM "{schema}"."{table}"')
+            out.append(
+                admin.execute(
+                    "SELECT coalesce(sum(pg_total_relation_size(format('%%I.%%I', schemaname, "
+                    "tablename))), 0) FROM pg_tables WHERE schemaname = %s",
+                    (schema,),
+                ).fetchone()[0]
+            )
+        return int(out[0]), int(out[1])
+
+    try:
+        with PostgresSaver.from_conn_string(DSN, schema=mine, retention=retention) as saver:
+            saver.setup()
+            yield saver, official, size_of
+    finally:
+        off_conn.close()
+        for schema in (mine, theirs):
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        admin.close()
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    threads, steps = (200, 10) if quick else (1_000, 20)
+    rounds = 2 if quick else 4
+    days, per_day, chat = (14, 5, 4) if quick else (42, 20, 6)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        backends: list[tuple[str, Maker]] = [("sqlite", lambda: sqlite_saver(tmp))]
+        if _pg_ok():
+            backends.append(("postgres", pg_saver))
+        for name, make in backends:
+            rows += throughput(name, make, threads, steps)
+            rows += writer_latency(name, make, threads, steps, rounds)
+            rows += month(name, days, per_day, chat, tmp)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "lifecycle.json").write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    from bench.__main__ import table
+
+    print(table(run(quick="--quick" in sys.argv)))
