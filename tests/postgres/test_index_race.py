@@ -118,3 +118,45 @@ def test_the_writer_that_waited_for_the_index_row_counts_the_others_rows(
     pg_dsn: str, first: str, second: str
 ) -> None:
     assert _held_then_raced(pg_dsn, first, second) == "error"
+
+
+def test_writes_racing_a_new_threads_first_put_wait_for_it(pg_dsn: str) -> None:
+    """A thread's first put, held uncommitted, has inserted the index row: a
+    put_writes of the next checkpoint waits for it (an UPDATE would pass by the
+    invisible row, and the next put could then miss the error). CI's golden test
+    on Postgres caught this as a failed node's thread listed 'pending'."""
+    schema = fresh_schema()
+    with (
+        psycopg.connect(pg_dsn) as held_conn,
+        PostgresSaver.from_conn_string(pg_dsn, schema=schema, serde=PlainSerializer()) as other,
+    ):
+        other.setup()
+        held = PostgresSaver(held_conn, schema=schema, serde=PlainSerializer())
+        root = _checkpoint()
+        child = _checkpoint()
+        root_config = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": root["id"]}
+        }
+        child_config = {
+            "configurable": {**root_config["configurable"], "checkpoint_id": child["id"]}
+        }
+        errors: list[BaseException] = []
+
+        def waiting() -> None:
+            try:
+                other.put_writes(child_config, [("__error__", "boom")], "task")
+            except BaseException as exc:
+                errors.append(exc)
+
+        with held_conn.transaction():
+            held.put(make_config("t"), root, {"source": "input", "step": -1}, {})
+            worker = threading.Thread(target=waiting)
+            worker.start()
+            worker.join(0.5)
+            assert worker.is_alive(), "put_writes did not wait for the thread's first put"
+        worker.join()
+        assert not errors
+        other.put(root_config, child, {"source": "loop", "step": 0}, {})
+        (summary,) = other.threads().items
+        assert summary.status == "error"
+        assert summary.checkpoints == 2

@@ -389,17 +389,16 @@ FROM head{gate}
             f"WITH {fence}, cp_row AS (\n{insert_named(gate)}\n{_CP_RETURNING}\n), "
             f"{f_idx_named}\n{fenced_result}\n"
         )
-        and_gate = gate.replace("WHERE", "AND", 1)
         self.put_writes_fenced = (
             f"WITH {fence}, special AS (\n    {special_rows(gate)}\n), "
             f"ordinary AS (\n{ordinary_rows(gate)}\n), counted AS (\n{count_rows(True)}\n), "
-            f"idx AS (\n{self._index_writes(special=True, gate=and_gate)}\n)\n"
+            f"idx AS (\n{self._index_writes(special=True, gate=gate)}\n)\n"
             f"{fenced_result}\n"
         )
         self.put_writes_ordinary_fenced = (
             f"WITH {fence}, ordinary AS (\n{ordinary_rows(gate)}\n), "
             f"counted AS (\n{count_rows(False)}\n), "
-            f"idx AS (\n{self._index_writes(special=False, gate=and_gate)}\n)\n"
+            f"idx AS (\n{self._index_writes(special=False, gate=gate)}\n)\n"
             f"{fenced_result}\n"
         )
 
@@ -738,26 +737,35 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         {moved}"""
 
     def _index_writes(self, *, special: bool, gate: str = "") -> str:
-        """A put_writes' update of its thread's index row (a CTE of its statement).
+        """A put_writes' upsert of its thread's index row (a CTE of its statement).
 
         The status follows the writes of the latest root checkpoint: the rows
-        stored when the row is locked and the batch's own. Postgres evaluates
-        an UPDATE's SET again on the newest row version after waiting for a
-        concurrent writer of the row, and ``tether_thread_status`` is volatile
-        (a fresh snapshot), so a put or put_writes that held the row first is
-        seen (see ``_schema.THREAD_STATUS``).
+        stored when the row is locked and the batch's own. The SET of an ON
+        CONFLICT DO UPDATE runs with the row locked, and ``tether_thread_status``
+        is volatile (a fresh snapshot), so a put or put_writes that held the
+        row first is seen (see ``_schema.THREAD_STATUS``). An upsert, not an
+        UPDATE: when the thread's first put has inserted the row but not yet
+        committed, an UPDATE would not see the row and pass by, and a put of
+        the next checkpoint could then compute the status before these writes
+        commit (LangGraph's async durability stores a failed node's error
+        while the checkpoints before it are still being put). The insert waits
+        for that put instead; with no row at all it leaves one that counts no
+        checkpoint yet, which the put then fills in.
         """
         channels = "%(o_channels)s::text[]"
         if special:
             channels += " || %(s_channels)s::text[]"
         state = self._status_call("t.runnable", "%(task_id)s", channels)
-        return f"""UPDATE {self.threads} t
-    SET updated_at = %(ix_now)s, bucket = %(ix_now)s::bigint >> {BUCKET_BITS},
-        bytes = t.bytes + %(ix_bytes)s,
+        return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
+        namespaces, bytes, bucket)
+    SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, 0, 0, %(ix_bytes)s,
+           %(ix_now)s::bigint >> {BUCKET_BITS}{gate}
+    ON CONFLICT (thread_id) DO UPDATE
+    SET updated_at = EXCLUDED.updated_at, bucket = EXCLUDED.bucket,
+        bytes = t.bytes + EXCLUDED.bytes,
         status = CASE WHEN %(ns)s = '' AND t.latest_id = %(checkpoint_id)s
                            AND t.status IS NOT NULL
-                      THEN {state} ELSE t.status END
-    WHERE t.thread_id = %(thread_id)s{gate}"""
+                      THEN {state} ELSE t.status END"""
 
     def index_statements(self) -> dict[str, str]:
         """Statements that recount a thread's index row after a thread operation."""
