@@ -25,8 +25,11 @@ The associated data (authenticated, not stored) is the header above plus the
 value's *place*: ``(thread, namespace, channel, version, base)`` for a
 channel value, ``(thread, namespace, checkpoint, task, index, channel)`` for
 a pending write, ``(thread, namespace, checkpoint)`` for metadata, plus the
-value's type and encoding. A ciphertext copied into another row (another
-thread, channel, version or task) does not authenticate there: it is a
+value's type and encoding; ``(thread, namespace, channel, version)`` for a
+small value sealed in the checkpoint head (:func:`seal_inline`), where the SQL
+backends keep small values so that they cost no row of their own. A
+ciphertext copied into another row (another thread, channel, version or
+task) does not authenticate there: it is a
 :class:`~tether.errors.DecodeError`, never someone else's state. Thread ids
 are part of the place, so ``copy_thread`` decrypts and seals again under the
 target thread (:mod:`tether.backends._sealing`).
@@ -59,9 +62,14 @@ __all__ = [
     "SEALED_METADATA",
     "Encryption",
     "encryption_from",
+    "inline_place",
+    "inline_sealed",
     "key_id_of",
     "metadata_place",
+    "open_head",
+    "open_inline",
     "open_metadata",
+    "seal_inline",
     "seal_metadata",
     "value_place",
     "write_place",
@@ -88,6 +96,8 @@ _KEY_BYTES = 32
 _INFO = b"tether aead v1"
 _KID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _pack = msgspec.msgpack.Encoder().encode
+_encode_json = msgspec.json.encode
+_decode_json = msgspec.json.decode
 
 
 def _framed(kind: str, fields: tuple[str | int | None, ...]) -> bytes:
@@ -99,6 +109,15 @@ def _framed(kind: str, fields: tuple[str | int | None, ...]) -> bytes:
 def value_place(thread_id: str, ns: str, channel: str, version: str, base: str | None) -> bytes:
     """The associated data of a channel value: where it is stored."""
     return _framed("value", (thread_id, ns, channel, version, base))
+
+
+def inline_place(thread_id: str, ns: str, channel: str, version: str) -> bytes:
+    """The associated data of a small value sealed inline in a checkpoint head.
+
+    A place of its own kind: the same value at the same version as a value
+    row is bound differently, so neither ciphertext opens as the other.
+    """
+    return _framed("inline", (thread_id, ns, channel, version))
 
 
 def write_place(
@@ -479,6 +498,90 @@ def open_metadata(
                 "changed in the store after it was written; it is not read"
             )
     return meta
+
+
+# --- small values sealed in the head ------------------------------------------------------
+
+
+def seal_inline(crypt: Encryption, place: bytes, value: Any) -> dict[str, str]:
+    """A small channel value as a head keeps it sealed: ``{SEALED_METADATA: base64}``.
+
+    The value is one that survives JSON exactly
+    (:func:`~tether.backends._inline.inline_value`); its JSON text is sealed
+    at its :func:`inline_place`. A head's clear inline values are never JSON
+    objects, so the object marks the value as sealed. It names no checkpoint:
+    a put that carries the channel over copies it as it is, like a value row.
+    """
+    sealed = crypt.seal(place, _encode_json(value))
+    return {SEALED_METADATA: base64.b64encode(sealed).decode("ascii")}
+
+
+def inline_sealed(stored: Any) -> bytes | None:
+    """The sealed bytes of a head's inline value (``None``: a value in clear).
+
+    Raises:
+        DecodeError: an object that is not a sealed value (the head was changed).
+    """
+    if type(stored) is not dict:
+        return None
+    text = stored.get(SEALED_METADATA)
+    try:
+        raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw or len(stored) != 1:
+        raise DecodeError("a value inline in the checkpoint head is neither clear nor sealed")
+    return raw
+
+
+def open_inline(
+    crypt: Encryption | None, stored: Any, place: bytes, where: Callable[[], str]
+) -> Any:
+    """A head's inline value as put, from what the head stores (sealed or in clear).
+
+    Raises:
+        DecodeError: naming the key id and the value: no keyring, a key the
+            ring lacks, bytes that do not authenticate at ``place`` (changed,
+            or copied from another thread, channel or version), or a value in
+            clear where the ring refuses plaintext.
+    """
+    try:
+        raw = inline_sealed(stored)
+    except DecodeError as exc:
+        raise DecodeError(f"{exc} (value {where()}); the row is damaged") from None
+    if raw is None:
+        if crypt is not None and not crypt.allow_plaintext:
+            raise DecodeError(
+                f"value {where()} is kept in clear in its checkpoint head and this saver's "
+                "encryption has allow_plaintext=False; seal the store with `tether rekey`, "
+                "or allow plaintext"
+            )
+        return stored
+    if crypt is None:
+        raise DecodeError(
+            f"value {where()} is encrypted with key {key_id_of(raw)!r} and this saver has "
+            "no keys; give it encryption= (or set TETHER_KEYS) to read it"
+        )
+    return _decode_json(crypt.open(place, raw, where))
+
+
+def open_head(
+    crypt: Encryption | None,
+    thread_id: str,
+    ns: str,
+    versions: Mapping[str, str],
+    values: Mapping[str, Any],
+    where: Callable[[str], str],
+) -> dict[str, Any]:
+    """A head's inline values (``channel_values``) as put: :func:`open_inline` of each.
+
+    ``where(channel)`` names the value in errors.
+    """
+    out = {}
+    for channel, stored in values.items():
+        place = inline_place(thread_id, ns, channel, str(versions.get(channel)))
+        out[channel] = open_inline(crypt, stored, place, functools.partial(where, channel))
+    return out
 
 
 def encryption_from(value: Any) -> Encryption | None:

@@ -304,7 +304,7 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             "statements": self._statements,
             "pipeline": bool(pipeline),
             "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
-            "inline": inline_rule(self.serde, inline_primitives, crypt is not None) is not None,
+            "inline": inline_rule(self.serde, inline_primitives) is not None,
             "page_size": page_size,
             "codec": BlobCodec(
                 compress_threshold=compress_threshold, max_value_size=max_value_size, crypt=crypt
