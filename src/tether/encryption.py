@@ -50,7 +50,8 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import count
 from typing import Any
 
 import msgspec
@@ -97,6 +98,9 @@ _INFO = b"tether aead v1"
 _KID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _pack = msgspec.msgpack.Encoder().encode
 _encode_json = msgspec.json.encode
+_b64encode = base64.b64encode
+_b64decode = base64.b64decode
+_urandom = os.urandom
 _decode_json = msgspec.json.decode
 
 
@@ -312,8 +316,9 @@ class Encryption:
 
     def _fresh_state(self) -> None:
         self._lock = threading.Lock()
-        # The subkey this ring seals with: (key id, salt, AESGCM, values left).
-        self._writer: tuple[str, bytes, Any, int] | None = None
+        # The subkey this ring seals with: (header, header + salt, AESGCM, values sealed so
+        # far: an itertools.count, whose next() is atomic, so sealing takes no lock).
+        self._writer: tuple[bytes, bytes, Any, Iterator[int]] | None = None
         self._readers: dict[bytes, Any] = {}  # header + salt -> subkey
 
     def _subkey(self, kid: str, salt: bytes) -> Any:
@@ -322,19 +327,25 @@ class Encryption:
         )
         return self._aead(okm)
 
-    def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
-        """``data`` encrypted under the active key, bound to ``place``."""
-        kid = self.active
+    def _next_writer(self, spent: tuple[bytes, bytes, Any, Iterator[int]] | None) -> Any:
+        """A fresh subkey to seal with, once the one ``spent`` has sealed SUBKEY_USES values."""
         with self._lock:
             w = self._writer
-            if w is None or w[0] != kid or w[3] <= 0:
+            if w is spent:  # not replaced by another thread meanwhile
+                kid = self.active
                 salt = os.urandom(_SALT)
-                w = (kid, salt, self._subkey(kid, salt), SUBKEY_USES)
-            self._writer = (w[0], w[1], w[2], w[3] - 1)
-        header = self.header(kid)
-        nonce = os.urandom(_NONCE)
-        sealed: bytes = w[2].encrypt(nonce, data, header + place)
-        return header + w[1] + nonce + sealed
+                header = self.header(kid)
+                w = self._writer = (header, header + salt, self._subkey(kid, salt), count(1))
+            return w
+
+    def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
+        """``data`` encrypted under the active key, bound to ``place``."""
+        w = self._writer
+        if w is None or next(w[3]) >= SUBKEY_USES:
+            w = self._next_writer(w)
+        nonce = _urandom(_NONCE)
+        sealed: bytes = w[2].encrypt(nonce, data, w[0] + place)
+        return w[1] + nonce + sealed
 
     def _reader(self, prefix: bytes, where: Callable[[], str]) -> Any:
         """The subkey of sealed bytes starting with ``prefix`` (header and salt)."""
@@ -376,7 +387,7 @@ class Encryption:
             kid = key_id_of(sealed)
             raise DecodeError(f"encrypted value {where()} (key {kid!r}) is truncated")
         prefix = bytes(sealed[:salted])
-        aead = self._reader(prefix, where)
+        aead = self._readers.get(prefix) or self._reader(prefix, where)
         try:
             out: bytes = aead.decrypt(
                 sealed[salted : salted + _NONCE], sealed[salted + _NONCE :], prefix[:start] + place
@@ -503,33 +514,37 @@ def open_metadata(
 # --- small values sealed in the head ------------------------------------------------------
 
 
-def seal_inline(crypt: Encryption, place: bytes, value: Any) -> dict[str, str]:
-    """A small channel value as a head keeps it sealed: ``{SEALED_METADATA: base64}``.
+def seal_inline(crypt: Encryption, place: bytes, value: Any) -> list[str]:
+    """A small channel value as a head keeps it sealed: ``[base64]``.
 
     The value is one that survives JSON exactly
     (:func:`~tether.backends._inline.inline_value`); its JSON text is sealed
     at its :func:`inline_place`. A head's clear inline values are never JSON
-    objects, so the object marks the value as sealed. It names no checkpoint:
-    a put that carries the channel over copies it as it is, like a value row.
+    arrays, so the one-element array marks the value as sealed (4 bytes more
+    than its base64). It names no checkpoint: a put that carries the channel
+    over copies it as it is, like a value row.
     """
-    sealed = crypt.seal(place, _encode_json(value))
-    return {SEALED_METADATA: base64.b64encode(sealed).decode("ascii")}
+    return [_b64encode(crypt.seal(place, _encode_json(value))).decode("ascii")]
 
 
 def inline_sealed(stored: Any) -> bytes | None:
     """The sealed bytes of a head's inline value (``None``: a value in clear).
 
     Raises:
-        DecodeError: an object that is not a sealed value (the head was changed).
+        DecodeError: an array or object that is not a sealed value (the head
+            was changed).
     """
-    if type(stored) is not dict:
+    kind = type(stored)
+    if kind is not list:
+        if kind is dict:
+            raise DecodeError("a value inline in the checkpoint head is neither clear nor sealed")
         return None
-    text = stored.get(SEALED_METADATA)
     try:
-        raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+        text = stored[0] if len(stored) == 1 else None
+        raw = _b64decode(text, validate=True) if type(text) is str else b""
     except (binascii.Error, ValueError):
         raw = b""
-    if not raw or len(stored) != 1:
+    if not raw:
         raise DecodeError("a value inline in the checkpoint head is neither clear nor sealed")
     return raw
 

@@ -492,7 +492,7 @@ def decode_values(
     """
     tid, ns = address.thread_id, address.checkpoint_ns
     crypt = codec.crypt
-    if values and (crypt is not None or any(type(v) is dict for v in values.values())):
+    if values and (crypt is not None or any(type(v) is list for v in values.values())):
         values = open_head(crypt, tid, ns, versions, values, lambda c: _where(address, c, None))
 
     def place_of(channel: str, version: str, base: str | None) -> bytes | None:

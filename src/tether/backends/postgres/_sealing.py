@@ -111,8 +111,8 @@ class SealingStatements:
         )
         order = f" ORDER BY {', '.join(_CHECKPOINT_KEY)} LIMIT %(batch)s"
         self.stale["heads"] = (heads + order, heads + _after(_CHECKPOINT_KEY) + order)
-        # A head with a value sealed inline (tether.encryption.seal_inline).
-        sealed_inline = f"checkpoint -> 'channel_values' @? '$.*.{SEALED_METADATA}'"
+        # A head with a value sealed inline: a one-element array (encryption.seal_inline).
+        sealed_inline = "checkpoint -> 'channel_values' @? 'strict $.* ? (@.type() == \"array\")'"
         self.sealed_heads = (
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
             f"metadata FROM {checkpoints} WHERE thread_id = %(src)s AND {sealed_inline}"

@@ -81,8 +81,11 @@ _SET_CHECKPOINT = (
 _UPDATE_BLOB = _SET_BLOB + " AND value = ?"
 _UPDATE_WRITE = _SET_WRITE + " AND value = ?"
 _UPDATE_CHECKPOINT = _SET_CHECKPOINT + " AND checkpoint = ? AND metadata = ?"
-# A head's inline values sealed are JSON objects with this key (tether.encryption).
-_SEALED_INLINE = f'"{SEALED_METADATA}":'.encode()
+# A head with a value sealed inline: a one-element array (tether.encryption.seal_inline).
+_SEALED_INLINE = (
+    f"CASE WHEN type = '{HEAD_JSON}' THEN EXISTS (SELECT 1 FROM "
+    "json_each(checkpoint, '$.channel_values') AS j WHERE j.type = 'array') END"
+)
 
 #: The tables a rekey goes through, in order.
 REKEY_TABLES = ("tether_blobs", "tether_writes", "tether_checkpoints")
@@ -155,9 +158,8 @@ def reseal_copy(
     ).fetchall()
     sealed_meta = conn.execute(
         f"SELECT {_CHECKPOINT_COLS} FROM tether_checkpoints WHERE thread_id = ? "
-        f"AND (json_extract(metadata, '$.{SEALED_METADATA}') IS NOT NULL "
-        "OR instr(CAST(checkpoint AS BLOB), ?))",
-        (src, _SEALED_INLINE),
+        f"AND (json_extract(metadata, '$.{SEALED_METADATA}') IS NOT NULL OR {_SEALED_INLINE})",
+        (src,),
     ).fetchall()
     if crypt is None:
         if sealed_blobs or sealed_writes or sealed_meta:
