@@ -136,6 +136,16 @@ __all__ = ["AsyncLease", "_AsyncPostgresCore"]
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
 
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``; in the async core, in a worker thread: sealing a batch of rows
+    again (copy_thread, rekey) is CPU work that would stall the event loop (#17)."""
+    if True:  # ASYNC
+        return await asyncio.to_thread(fn, *args)
+    else:
+        return fn(*args)
+
+
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
 
@@ -630,15 +640,16 @@ class _AsyncPostgresCore:
         writes = await (await _execute_tuples(conn, seal.sealed_writes, params)).fetchall()
         metas = await (await _execute_tuples(conn, seal.sealed_meta, params)).fetchall()
         heads = await (await _execute_tuples(conn, seal.sealed_heads, params)).fetchall()
-        assert codec.crypt is not None
+        crypt = codec.crypt
+        assert crypt is not None
         if blobs:
-            await conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+            await conn.execute(seal.set_blobs, await _off_loop(blob_updates, codec, blobs, dst))
         if writes:
-            await conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+            await conn.execute(seal.set_writes, await _off_loop(write_updates, codec, writes, dst))
         if metas:
-            await conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+            await conn.execute(seal.set_meta, await _off_loop(meta_updates, crypt, metas, dst))
         if heads:
-            await conn.execute(seal.set_heads, head_updates(codec.crypt, heads, dst))
+            await conn.execute(seal.set_heads, await _off_loop(head_updates, crypt, heads, dst))
 
     # --- rekey (#17) ---------------------------------------------------------------------
 
@@ -677,7 +688,7 @@ class _AsyncPostgresCore:
                 rows = await self._fetchall(what, first if cursor is None else after, params)
                 if not rows:
                     break
-                updates = build(rows)
+                updates = await _off_loop(build, rows)
                 n = await self._execute_count(what, swap, updates) if updates["t"] else 0
                 done += n
                 if progress is not None:
@@ -707,7 +718,7 @@ class _AsyncPostgresCore:
             rows = await self._fetchall("rekey of heads", query, params)
             if not rows:
                 return done
-            updates = head_updates(crypt, rows, None)
+            updates = await _off_loop(head_updates, crypt, rows, None)
             n = 0
             if updates["ht"]:
                 n = await self._execute_count("rekey of heads", seal.swap_heads, updates)
@@ -723,7 +734,7 @@ class _AsyncPostgresCore:
         rows = await self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
         n = int(rows[0][0])
         rows = await self._fetchall("rekey count", seal.every_checkpoint, None)
-        return n + stale_checkpoints(crypt, rows)
+        return n + await _off_loop(stale_checkpoints, crypt, rows)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

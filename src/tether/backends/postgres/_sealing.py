@@ -31,6 +31,7 @@ from tether.backends._sealing import (
     reseal_value,
     reseal_write,
 )
+from tether.backends.postgres._arrays import BYTEA
 from tether.backends.postgres._codec import metadata_json
 from tether.backends.postgres._sql import Statements
 from tether.encryption import SEALED_METADATA, Encryption
@@ -191,7 +192,7 @@ def blob_updates(
         )
         for key, value in zip(out, (to, ns, channel, version, enc, payload, blob), strict=True):
             out[key].append(value)
-    return out
+    return _binary(out)
 
 
 def write_updates(
@@ -208,7 +209,14 @@ def write_updates(
             out, (to, ns, cid, task_id, idx, w.encoding, w.value, blob), strict=True
         ):
             out[key].append(value)
-    return out
+    return _binary(out)
+
+
+def _binary(params: dict[str, list[Any]]) -> dict[str, Any]:
+    """``params`` with its payload arrays framed in binary (:mod:`._arrays`): psycopg's
+    own adaptation of a list of large ``bytes`` runs in Python, hundreds of
+    milliseconds a batch of large values, on the event loop of an async rekey."""
+    return {**params, "blob": BYTEA(params["blob"]), "old": BYTEA(params["old"])}
 
 
 def meta_updates(

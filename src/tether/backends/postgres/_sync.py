@@ -133,6 +133,13 @@ __all__ = ["Lease", "_PostgresCore"]
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
 
+
+def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``; in the async core, in a worker thread: sealing a batch of rows
+    again (copy_thread, rekey) is CPU work that would stall the event loop (#17)."""
+    return fn(*args)
+
+
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
 
@@ -627,15 +634,16 @@ class _PostgresCore:
         writes = (_execute_tuples(conn, seal.sealed_writes, params)).fetchall()
         metas = (_execute_tuples(conn, seal.sealed_meta, params)).fetchall()
         heads = (_execute_tuples(conn, seal.sealed_heads, params)).fetchall()
-        assert codec.crypt is not None
+        crypt = codec.crypt
+        assert crypt is not None
         if blobs:
-            conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+            conn.execute(seal.set_blobs, _off_loop(blob_updates, codec, blobs, dst))
         if writes:
-            conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+            conn.execute(seal.set_writes, _off_loop(write_updates, codec, writes, dst))
         if metas:
-            conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+            conn.execute(seal.set_meta, _off_loop(meta_updates, crypt, metas, dst))
         if heads:
-            conn.execute(seal.set_heads, head_updates(codec.crypt, heads, dst))
+            conn.execute(seal.set_heads, _off_loop(head_updates, crypt, heads, dst))
 
     # --- rekey (#17) ---------------------------------------------------------------------
 
@@ -674,7 +682,7 @@ class _PostgresCore:
                 rows = self._fetchall(what, first if cursor is None else after, params)
                 if not rows:
                     break
-                updates = build(rows)
+                updates = _off_loop(build, rows)
                 n = self._execute_count(what, swap, updates) if updates["t"] else 0
                 done += n
                 if progress is not None:
@@ -704,7 +712,7 @@ class _PostgresCore:
             rows = self._fetchall("rekey of heads", query, params)
             if not rows:
                 return done
-            updates = head_updates(crypt, rows, None)
+            updates = _off_loop(head_updates, crypt, rows, None)
             n = 0
             if updates["ht"]:
                 n = self._execute_count("rekey of heads", seal.swap_heads, updates)
@@ -720,7 +728,7 @@ class _PostgresCore:
         rows = self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
         n = int(rows[0][0])
         rows = self._fetchall("rekey count", seal.every_checkpoint, None)
-        return n + stale_checkpoints(crypt, rows)
+        return n + _off_loop(stale_checkpoints, crypt, rows)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)
