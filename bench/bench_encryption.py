@@ -14,6 +14,8 @@ their steps interleaved (A B B A) and their reads taken in turns
   against tether's encrypting one (above 1: tether is faster or smaller).
 * ``postgres tether/tether-encrypted``: as the first, on Postgres (each saver
   in a database of its own); run only when the server answers (``bench_postgres``'s DSN).
+* ``postgres async rekey``: ``await saver.arekey(...)`` over rows of 60 KB, and
+  the worst and 99th-percentile stall of a 1 ms ticker on the same event loop.
 
 Why pairs and not the three savers in one interleave: in an A B C, C B A
 order B always runs right after another saver, while A and C run twice in a
@@ -26,11 +28,13 @@ swapped; as a pair, +9-10%.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver as OfficialSqliteSaver
 from bench._workloads import row, w1_pair
 from bench.bench_sqlite import _bytes
 from tether import PostgresSaver, SqliteSaver
+from tether.checkpoint import empty_checkpoint
 from tether.encryption import Encryption
+from tether.ids import uuid6
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METRICS = ("step_ms", "step_p95_ms", "get_ms", "list_ms", "bytes")
@@ -86,15 +92,20 @@ def _sqlite(n: int, keys: Encryption, tmp: str) -> list[dict[str, Any]]:
     return rows + _cost(f"W1 chat N={n} tether/tether-encrypted", cost["sealed"], cost["plain"])
 
 
-def _postgres(n: int, keys: Encryption) -> list[dict[str, Any]]:
-    from bench.bench_postgres import base_dsn, fresh_database, stored_bytes
+def _postgres_answers() -> bool:
+    from bench.bench_postgres import base_dsn
 
     try:
         with psycopg.connect(base_dsn(), connect_timeout=3):
-            pass
+            return True
     except psycopg.OperationalError as exc:
         print(f"encryption: skipping Postgres ({exc})", file=sys.stderr)
-        return []
+        return False
+
+
+def _postgres(n: int, keys: Encryption) -> list[dict[str, Any]]:
+    from bench.bench_postgres import fresh_database, stored_bytes
+
     with fresh_database("encp") as p_dsn, fresh_database("encs") as s_dsn:
         plain = PostgresSaver.from_conn_string(p_dsn, encryption=False)
         sealed = PostgresSaver.from_conn_string(s_dsn, encryption=keys)
@@ -110,14 +121,74 @@ def _postgres(n: int, keys: Encryption) -> list[dict[str, Any]]:
     return _cost(f"W1 chat N={n} postgres tether/tether-encrypted", got["sealed"], got["plain"])
 
 
+def _async_rekey(threads: int, bench_key: bytes) -> list[dict[str, Any]]:
+    """An async rekey on Postgres: how long it takes, and how long it stalls the event
+    loop (the worst and 99th-percentile delay of a 1 ms ticker running beside it)."""
+    from bench.bench_postgres import fresh_database
+
+    new = Encryption({"new": os.urandom(32), "bench": bench_key})
+    doc = os.urandom(30_000).hex()  # 60 KB values, incompressible-ish: the sealing dominates
+    with fresh_database("encr") as dsn:
+        with PostgresSaver.from_conn_string(dsn, encryption={"bench": bench_key}) as saver:
+            saver.setup()
+            for t in range(threads):
+                cfg: dict[str, Any] = {"configurable": {"thread_id": f"r{t}"}}
+                for i in range(8):
+                    ck = empty_checkpoint()
+                    ck["id"] = str(uuid6())
+                    ck["channel_values"] = {"doc": doc + str(i)}
+                    version = {"doc": f"{i + 1:032d}.0.1"}
+                    ck["channel_versions"] = dict(version)
+                    cfg = saver.put(cfg, ck, {"source": "loop", "step": i}, version)
+                    saver.put_writes(cfg, [("doc", doc)], f"task-{i}")
+
+        async def rekey() -> tuple[float, list[float], int]:
+            saver = PostgresSaver.from_conn_string(dsn, encryption=new)
+            lags: list[float] = []
+            done = asyncio.Event()
+
+            async def ticker() -> None:
+                while not done.is_set():
+                    t0 = time.perf_counter()
+                    await asyncio.sleep(0.001)
+                    lags.append(time.perf_counter() - t0 - 0.001)
+
+            tick = asyncio.create_task(ticker())
+            try:
+                await saver.arekey_pending("new")  # opens the pool
+                t0 = time.perf_counter()
+                n = await saver.arekey("new", batch=128)
+                took = time.perf_counter() - t0
+            finally:
+                done.set()
+                await tick
+                await saver.aclose()
+                saver.close()
+            return took, sorted(lags), n
+
+        took, lags, n = asyncio.run(rekey())
+    workload = f"postgres async rekey, {n} rows of 60 KB"
+    return [
+        {"workload": workload, "metric": metric, "tether": round(value, 3)}
+        for metric, value in (
+            ("rekey_ms", took * 1000),
+            ("loop_stall_max_ms", lags[-1] * 1000),
+            ("loop_stall_p99_ms", lags[int(len(lags) * 0.99)] * 1000),
+        )
+    ]
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     sizes = [50, 100] if quick else [100, 300, 1000]
-    keys = Encryption({"bench": os.urandom(32)})
+    bench_key = os.urandom(32)
+    keys = Encryption({"bench": bench_key})
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             rows.extend(_sqlite(n, keys, tmp))
-    rows.extend(_postgres(sizes[-1], keys))
+    if _postgres_answers():
+        rows.extend(_postgres(sizes[-1], keys))
+        rows.extend(_async_rekey(10 if quick else 40, bench_key))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "encryption.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
     return rows
