@@ -9,9 +9,9 @@ values of several keys at once and is re-encrypted under a new one by
 Sealed bytes (the ``payload`` of an encoded value after its checksum; see
 :mod:`tether.backends._payload`)::
 
-    0x01 | len(kid) | kid | salt (16) | nonce (12) | AES-256-GCM ciphertext | tag (16)
+    0x02 | len(kid) | kid | salt (8) | nonce (12) | AES-256-GCM ciphertext | tag (16)
 
-Format 1: values are sealed with AES-256-GCM under a *subkey*,
+(Format 1, still read, had 16-byte salts.) Values are sealed with AES-256-GCM under a *subkey*,
 ``HKDF-SHA256(key, salt)``, and a random 96-bit nonce. Random nonces under
 one AES-GCM key are safe for about 2^32 values (NIST SP 800-38D), which a
 busy store writes in months (every put seals several values, rekey seals them
@@ -19,7 +19,11 @@ all again). So a writer derives a fresh subkey from a fresh random salt for
 every 2^20 values it seals (and per keyring object), which keeps each
 subkey's nonces far inside the bound however much is written under one key;
 readers derive a subkey once per salt they meet and keep the last few
-hundred. The salt, in every value, names the subkey.
+hundred. The salt, in every value, names the subkey. Eight bytes are enough:
+two writers that drew the same salt share a subkey, which only adds their
+values under it (2 x 2^20 random nonces still collide with probability about
+2^-55), and among 2^24 subkeys of one key (2^44 values) about 2^15 such pairs
+are expected.
 
 The associated data (authenticated, not stored) is the header above plus the
 value's *place*: ``(thread, namespace, channel, version, base)`` for a
@@ -86,8 +90,9 @@ DEFAULT_CLEAR_METADATA = frozenset(
 #: The metadata key that holds the sealed metadata (a reserved name).
 SEALED_METADATA = "__tether_sealed__"
 
-_FORMAT = 1
-_SALT = 16
+_FORMAT = 2  # written; 1 (16-byte salts) is still read
+_SALTS = {1: 16, 2: 8}  # salt length by format
+_SALT = _SALTS[_FORMAT]
 _NONCE = 12
 _TAG = 16
 #: Values a writer seals under one subkey before it derives the next.
@@ -144,7 +149,7 @@ def _header(kid: str) -> bytes:
 
 def key_id_of(sealed: bytes | memoryview) -> str | None:
     """The key id a sealed value names (``None``: not sealed bytes tether knows)."""
-    if len(sealed) < 2 or sealed[0] != _FORMAT:
+    if len(sealed) < 2 or sealed[0] not in _SALTS:
         return None
     n = sealed[1]
     kid = bytes(sealed[2 : 2 + n])
@@ -366,7 +371,7 @@ class Encryption:
                 f"does not have (it has {self.key_ids}); add key {kid!r} to encryption= or "
                 "TETHER_KEYS to read it"
             )
-        aead = self._subkey(kid, prefix[-_SALT:])
+        aead = self._subkey(kid, prefix[2 + prefix[1] :])
         with self._lock:
             if len(self._readers) >= _READ_CACHE:
                 self._readers.clear()
@@ -382,7 +387,13 @@ class Encryption:
                 from another row, or sealed by another key of the same id).
         """
         start = 2 + (sealed[1] if len(sealed) > 1 else 0)
-        salted = start + _SALT
+        salted = start + _SALTS.get(sealed[0] if sealed else 0, 0)
+        if salted == start:
+            raise DecodeError(
+                f"encrypted value {where()} has a header this tether does not know "
+                f"(format {sealed[0] if sealed else None!r}); it is damaged, or was "
+                "written by a newer tether"
+            )
         if len(sealed) < salted + _NONCE + _TAG:
             kid = key_id_of(sealed)
             raise DecodeError(f"encrypted value {where()} (key {kid!r}) is truncated")

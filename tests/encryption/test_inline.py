@@ -194,6 +194,9 @@ def test_a_store_written_before_head_sealing_reads_writes_and_rekeys(tmp_path: P
             ({"configurable": {**c["configurable"], "thread_id": "t2"}}, *rest)
             for c, *rest in before
         ]
+    with SqliteSaver(path, encryption=Encryption(keys, active="old")) as saver:
+        # Format 1 (16-byte salts) is rewritten in format 2 even under the same key.
+        assert saver.rekey_pending() > 0
     with SqliteSaver(path, encryption=Encryption(keys, active="new")) as saver:
         assert saver.rekey() > 0
         assert saver.rekey_pending() == 0

@@ -10,7 +10,7 @@ import pytest
 from tether import encryption
 from tether.encryption import Encryption, value_place
 
-_SALT_AT = slice(2 + len("k1"), 2 + len("k1") + 16)  # after format, len(kid), kid
+_SALT_AT = slice(2 + len("k1"), 2 + len("k1") + 8)  # after format, len(kid), kid
 
 
 def test_a_writer_derives_a_fresh_subkey_every_subkey_uses_values(

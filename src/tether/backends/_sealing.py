@@ -27,7 +27,6 @@ from tether.encryption import (
     Encryption,
     inline_place,
     inline_sealed,
-    key_id_of,
     metadata_place,
     open_inline,
     open_metadata,
@@ -93,7 +92,7 @@ def reseal_head(
     for channel, stored in inline.items():
         raw = inline_sealed(stored)
         if (raw is None and src != dst) or (
-            raw is not None and src == dst and crypt is not None and key_id_of(raw) == crypt.active
+            raw is not None and src == dst and crypt is not None and raw.startswith(crypt.header())
         ):
             out[channel] = stored
             continue
@@ -117,13 +116,14 @@ def head_is_current(crypt: Encryption, head: Mapping[str, Any]) -> bool:
             raw = inline_sealed(stored)
         except DecodeError:
             return False  # damaged: the rekey names it
-        if raw is None or key_id_of(raw) != crypt.active:
+        if raw is None or not raw.startswith(crypt.header()):
             return False
     return True
 
 
 def is_current(crypt: Encryption, encoding: int, payload: bytes | None) -> bool:
-    """Whether a stored payload is sealed under the active key (rekey skips it)."""
+    """Whether a stored payload is sealed under the active key, in the current format
+    (rekey skips it)."""
     if not encoding & ENCRYPTED or payload is None:
         return False
     return payload.startswith(crypt.header(), 4)
@@ -138,7 +138,7 @@ def metadata_is_current(crypt: Encryption, metadata: Mapping[str, Any]) -> bool:
         raw = base64.b64decode(sealed, validate=True) if isinstance(sealed, str) else b""
     except (binascii.Error, ValueError):
         return False
-    return key_id_of(raw) == crypt.active
+    return raw.startswith(crypt.header())  # the active key, in the current format
 
 
 def refuse_copy(source: str) -> ConfigError:
