@@ -243,3 +243,18 @@ def test_sealed_head_values_round_trip_through_sqlite(tmp_path_factory: Any, val
         got = _values(saver, "t")
     assert got == values
     assert all(type(got[c]) is type(values[c]) for c in values)
+
+
+def test_a_sealed_head_value_seeds_the_delta_history_walk(raw: Raw) -> None:
+    """LangGraph's get_delta_channel_history: an ancestor's sealed head value is the seed."""
+    with raw.saver(ring("k1")) as saver:
+        v1 = saver.get_next_version(None)
+        first = _put(saver, _config("t"), {"count": 41}, count=v1)
+        saver.put_writes(first, [("count", 1)], task_id="a")
+        second = _put(saver, first, {"other": [1]}, other=v1)
+        got = saver.delta_history(second, ["count"])
+        assert got is not None
+        assert got["count"]["seed"] == 41
+        assert got["count"]["writes"] == [("a", "count", 1)]
+    with raw.saver(ring("k2")) as saver, pytest.raises(DecodeError, match="key 'k1'"):
+        saver.delta_history(second, ["count"])
