@@ -203,7 +203,8 @@ class PostgresSaver(ThreadedAsyncMixin, BaseCheckpointSaver):
             the checkpoint row instead of blobs. ``None`` (default): when the
             serializer is tether's MessagePack one; inline values never pass
             through the serializer, so one of your own (that encrypts, say)
-            sees every value unless this is ``True``.
+            sees every value unless this is ``True``. With ``encryption``
+            each is sealed where it is kept, in the head.
         page_size: checkpoints per query when listing (memory stays bounded by it).
         compress_threshold: values serialized to at least this many bytes are
             stored zstd-compressed (level 1); ``None`` stores all plain.
