@@ -9,9 +9,9 @@ values of several keys at once and is re-encrypted under a new one by
 Sealed bytes (the ``payload`` of an encoded value after its checksum; see
 :mod:`tether.backends._payload`)::
 
-    0x01 | len(kid) | kid | salt (16) | nonce (12) | AES-256-GCM ciphertext | tag (16)
+    0x02 | len(kid) | kid | salt (8) | nonce (12) | AES-256-GCM ciphertext | tag (16)
 
-Format 1: values are sealed with AES-256-GCM under a *subkey*,
+(Format 1, still read, had 16-byte salts.) Values are sealed with AES-256-GCM under a *subkey*,
 ``HKDF-SHA256(key, salt)``, and a random 96-bit nonce. Random nonces under
 one AES-GCM key are safe for about 2^32 values (NIST SP 800-38D), which a
 busy store writes in months (every put seals several values, rekey seals them
@@ -19,14 +19,21 @@ all again). So a writer derives a fresh subkey from a fresh random salt for
 every 2^20 values it seals (and per keyring object), which keeps each
 subkey's nonces far inside the bound however much is written under one key;
 readers derive a subkey once per salt they meet and keep the last few
-hundred. The salt, in every value, names the subkey.
+hundred. The salt, in every value, names the subkey. Eight bytes are enough:
+two writers that drew the same salt share a subkey, which only adds their
+values under it (2 x 2^20 random nonces still collide with probability about
+2^-55), and among 2^24 subkeys of one key (2^44 values) about 2^15 such pairs
+are expected.
 
 The associated data (authenticated, not stored) is the header above plus the
 value's *place*: ``(thread, namespace, channel, version, base)`` for a
 channel value, ``(thread, namespace, checkpoint, task, index, channel)`` for
 a pending write, ``(thread, namespace, checkpoint)`` for metadata, plus the
-value's type and encoding. A ciphertext copied into another row (another
-thread, channel, version or task) does not authenticate there: it is a
+value's type and encoding; ``(thread, namespace, channel, version)`` for a
+small value sealed in the checkpoint head (:func:`seal_inline`), where the SQL
+backends keep small values so that they cost no row of their own. A
+ciphertext copied into another row (another thread, channel, version or
+task) does not authenticate there: it is a
 :class:`~tether.errors.DecodeError`, never someone else's state. Thread ids
 are part of the place, so ``copy_thread`` decrypts and seals again under the
 target thread (:mod:`tether.backends._sealing`).
@@ -47,7 +54,8 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import count
 from typing import Any
 
 import msgspec
@@ -59,9 +67,14 @@ __all__ = [
     "SEALED_METADATA",
     "Encryption",
     "encryption_from",
+    "inline_place",
+    "inline_sealed",
     "key_id_of",
     "metadata_place",
+    "open_head",
+    "open_inline",
     "open_metadata",
+    "seal_inline",
     "seal_metadata",
     "value_place",
     "write_place",
@@ -77,8 +90,9 @@ DEFAULT_CLEAR_METADATA = frozenset(
 #: The metadata key that holds the sealed metadata (a reserved name).
 SEALED_METADATA = "__tether_sealed__"
 
-_FORMAT = 1
-_SALT = 16
+_FORMAT = 2  # written; 1 (16-byte salts) is still read
+_SALTS = {1: 16, 2: 8}  # salt length by format
+_SALT = _SALTS[_FORMAT]
 _NONCE = 12
 _TAG = 16
 #: Values a writer seals under one subkey before it derives the next.
@@ -88,6 +102,11 @@ _KEY_BYTES = 32
 _INFO = b"tether aead v1"
 _KID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _pack = msgspec.msgpack.Encoder().encode
+_encode_json = msgspec.json.encode
+_b64encode = base64.b64encode
+_b64decode = base64.b64decode
+_urandom = os.urandom
+_decode_json = msgspec.json.decode
 
 
 def _framed(kind: str, fields: tuple[str | int | None, ...]) -> bytes:
@@ -99,6 +118,15 @@ def _framed(kind: str, fields: tuple[str | int | None, ...]) -> bytes:
 def value_place(thread_id: str, ns: str, channel: str, version: str, base: str | None) -> bytes:
     """The associated data of a channel value: where it is stored."""
     return _framed("value", (thread_id, ns, channel, version, base))
+
+
+def inline_place(thread_id: str, ns: str, channel: str, version: str) -> bytes:
+    """The associated data of a small value sealed inline in a checkpoint head.
+
+    A place of its own kind: the same value at the same version as a value
+    row is bound differently, so neither ciphertext opens as the other.
+    """
+    return _framed("inline", (thread_id, ns, channel, version))
 
 
 def write_place(
@@ -121,7 +149,7 @@ def _header(kid: str) -> bytes:
 
 def key_id_of(sealed: bytes | memoryview) -> str | None:
     """The key id a sealed value names (``None``: not sealed bytes tether knows)."""
-    if len(sealed) < 2 or sealed[0] != _FORMAT:
+    if len(sealed) < 2 or sealed[0] not in _SALTS:
         return None
     n = sealed[1]
     kid = bytes(sealed[2 : 2 + n])
@@ -293,8 +321,9 @@ class Encryption:
 
     def _fresh_state(self) -> None:
         self._lock = threading.Lock()
-        # The subkey this ring seals with: (key id, salt, AESGCM, values left).
-        self._writer: tuple[str, bytes, Any, int] | None = None
+        # The subkey this ring seals with: (header, header + salt, AESGCM, values sealed so
+        # far: an itertools.count, whose next() is atomic, so sealing takes no lock).
+        self._writer: tuple[bytes, bytes, Any, Iterator[int]] | None = None
         self._readers: dict[bytes, Any] = {}  # header + salt -> subkey
 
     def _subkey(self, kid: str, salt: bytes) -> Any:
@@ -303,19 +332,25 @@ class Encryption:
         )
         return self._aead(okm)
 
-    def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
-        """``data`` encrypted under the active key, bound to ``place``."""
-        kid = self.active
+    def _next_writer(self, spent: tuple[bytes, bytes, Any, Iterator[int]] | None) -> Any:
+        """A fresh subkey to seal with, once the one ``spent`` has sealed SUBKEY_USES values."""
         with self._lock:
             w = self._writer
-            if w is None or w[0] != kid or w[3] <= 0:
+            if w is spent:  # not replaced by another thread meanwhile
+                kid = self.active
                 salt = os.urandom(_SALT)
-                w = (kid, salt, self._subkey(kid, salt), SUBKEY_USES)
-            self._writer = (w[0], w[1], w[2], w[3] - 1)
-        header = self.header(kid)
-        nonce = os.urandom(_NONCE)
-        sealed: bytes = w[2].encrypt(nonce, data, header + place)
-        return header + w[1] + nonce + sealed
+                header = self.header(kid)
+                w = self._writer = (header, header + salt, self._subkey(kid, salt), count(1))
+            return w
+
+    def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
+        """``data`` encrypted under the active key, bound to ``place``."""
+        w = self._writer
+        if w is None or next(w[3]) >= SUBKEY_USES:
+            w = self._next_writer(w)
+        nonce = _urandom(_NONCE)
+        sealed: bytes = w[2].encrypt(nonce, data, w[0] + place)
+        return w[1] + nonce + sealed
 
     def _reader(self, prefix: bytes, where: Callable[[], str]) -> Any:
         """The subkey of sealed bytes starting with ``prefix`` (header and salt)."""
@@ -336,7 +371,7 @@ class Encryption:
                 f"does not have (it has {self.key_ids}); add key {kid!r} to encryption= or "
                 "TETHER_KEYS to read it"
             )
-        aead = self._subkey(kid, prefix[-_SALT:])
+        aead = self._subkey(kid, prefix[2 + prefix[1] :])
         with self._lock:
             if len(self._readers) >= _READ_CACHE:
                 self._readers.clear()
@@ -352,12 +387,18 @@ class Encryption:
                 from another row, or sealed by another key of the same id).
         """
         start = 2 + (sealed[1] if len(sealed) > 1 else 0)
-        salted = start + _SALT
+        salted = start + _SALTS.get(sealed[0] if sealed else 0, 0)
+        if salted == start:
+            raise DecodeError(
+                f"encrypted value {where()} has a header this tether does not know "
+                f"(format {sealed[0] if sealed else None!r}); it is damaged, or was "
+                "written by a newer tether"
+            )
         if len(sealed) < salted + _NONCE + _TAG:
             kid = key_id_of(sealed)
             raise DecodeError(f"encrypted value {where()} (key {kid!r}) is truncated")
         prefix = bytes(sealed[:salted])
-        aead = self._reader(prefix, where)
+        aead = self._readers.get(prefix) or self._reader(prefix, where)
         try:
             out: bytes = aead.decrypt(
                 sealed[salted : salted + _NONCE], sealed[salted + _NONCE :], prefix[:start] + place
@@ -479,6 +520,94 @@ def open_metadata(
                 "changed in the store after it was written; it is not read"
             )
     return meta
+
+
+# --- small values sealed in the head ------------------------------------------------------
+
+
+def seal_inline(crypt: Encryption, place: bytes, value: Any) -> list[str]:
+    """A small channel value as a head keeps it sealed: ``[base64]``.
+
+    The value is one that survives JSON exactly
+    (:func:`~tether.backends._inline.inline_value`); its JSON text is sealed
+    at its :func:`inline_place`. A head's clear inline values are never JSON
+    arrays, so the one-element array marks the value as sealed (4 bytes more
+    than its base64). It names no checkpoint: a put that carries the channel
+    over copies it as it is, like a value row.
+    """
+    return [_b64encode(crypt.seal(place, _encode_json(value))).decode("ascii")]
+
+
+def inline_sealed(stored: Any) -> bytes | None:
+    """The sealed bytes of a head's inline value (``None``: a value in clear).
+
+    Raises:
+        DecodeError: an array or object that is not a sealed value (the head
+            was changed).
+    """
+    kind = type(stored)
+    if kind is not list:
+        if kind is dict:
+            raise DecodeError("a value inline in the checkpoint head is neither clear nor sealed")
+        return None
+    try:
+        text = stored[0] if len(stored) == 1 else None
+        raw = _b64decode(text, validate=True) if type(text) is str else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not raw:
+        raise DecodeError("a value inline in the checkpoint head is neither clear nor sealed")
+    return raw
+
+
+def open_inline(
+    crypt: Encryption | None, stored: Any, place: bytes, where: Callable[[], str]
+) -> Any:
+    """A head's inline value as put, from what the head stores (sealed or in clear).
+
+    Raises:
+        DecodeError: naming the key id and the value: no keyring, a key the
+            ring lacks, bytes that do not authenticate at ``place`` (changed,
+            or copied from another thread, channel or version), or a value in
+            clear where the ring refuses plaintext.
+    """
+    try:
+        raw = inline_sealed(stored)
+    except DecodeError as exc:
+        raise DecodeError(f"{exc} (value {where()}); the row is damaged") from None
+    if raw is None:
+        if crypt is not None and not crypt.allow_plaintext:
+            raise DecodeError(
+                f"value {where()} is kept in clear in its checkpoint head and this saver's "
+                "encryption has allow_plaintext=False; seal the store with `tether rekey`, "
+                "or allow plaintext"
+            )
+        return stored
+    if crypt is None:
+        raise DecodeError(
+            f"value {where()} is encrypted with key {key_id_of(raw)!r} and this saver has "
+            "no keys; give it encryption= (or set TETHER_KEYS) to read it"
+        )
+    return _decode_json(crypt.open(place, raw, where))
+
+
+def open_head(
+    crypt: Encryption | None,
+    thread_id: str,
+    ns: str,
+    versions: Mapping[str, str],
+    values: Mapping[str, Any],
+    where: Callable[[str], str],
+) -> dict[str, Any]:
+    """A head's inline values (``channel_values``) as put: :func:`open_inline` of each.
+
+    ``where(channel)`` names the value in errors.
+    """
+    out = {}
+    for channel, stored in values.items():
+        place = inline_place(thread_id, ns, channel, str(versions.get(channel)))
+        out[channel] = open_inline(crypt, stored, place, functools.partial(where, channel))
+    return out
 
 
 def encryption_from(value: Any) -> Encryption | None:

@@ -172,6 +172,49 @@ class Raw:
 
         return json.dumps(value)
 
+    def head(self, thread: str) -> dict[str, Any]:
+        """The stored head (the checkpoint without stored values) of the thread's latest."""
+        import json
+
+        with self.conn() as c:
+            row = c.execute(
+                self._sql(
+                    "SELECT checkpoint FROM tether_checkpoints WHERE thread_id = ? "
+                    "ORDER BY checkpoint_id DESC LIMIT 1"
+                ),
+                (thread,),
+            ).fetchone()
+        value = row[0]
+        return json.loads(value) if isinstance(value, str | bytes) else dict(value)
+
+    def set_head(self, thread: str, head: dict[str, Any]) -> None:
+        """The latest checkpoint's head replaced, its row checksum made to agree."""
+        import json
+
+        text = json.dumps(head, separators=(",", ":"))
+        with self.conn() as c:
+            if self.kind == "sqlite":
+                cid, parent, tag, versions, meta, unstored = c.execute(
+                    "SELECT checkpoint_id, parent_checkpoint_id, type, channel_versions, "
+                    "metadata, unstored FROM tether_checkpoints WHERE thread_id = ? "
+                    "ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread,),
+                ).fetchone()
+                new = text.encode()
+                check = row_checksum(cid, parent, tag, new, versions, meta, unstored)
+                c.execute(
+                    "UPDATE tether_checkpoints SET checkpoint = ?, checksum = ? "
+                    "WHERE thread_id = ? AND checkpoint_id = ?",
+                    (new, check, thread, cid),
+                )
+            else:
+                c.execute(
+                    "UPDATE tether_checkpoints SET checkpoint = %s::jsonb WHERE thread_id = %s "
+                    "AND checkpoint_id = (SELECT max(checkpoint_id) FROM tether_checkpoints "
+                    "WHERE thread_id = %s)",
+                    (text, thread, thread),
+                )
+
     def set_metadata(self, thread: str, text: str) -> None:
         """The latest checkpoint's metadata replaced, its row checksum made to agree."""
         with self.conn() as c:
@@ -214,10 +257,11 @@ def fill(saver: Any, thread: str, steps: int, *, version: str | None = None) -> 
         ck["id"] = str(uuid6())
         ck["channel_values"] = {
             "messages": [f"message {j} of {thread}: " + "x" * 200 for j in range(i + 1)],
-            "count": i,
-            "note": f"secret note {i} of {thread}",
+            "count": i,  # small values: sealed inline in the head
+            "status": f"secret status {i} of {thread}",
+            "note": {"text": f"secret note {i} of {thread}"},  # a value row
         }
-        ck["channel_versions"] = {"messages": ver, "count": ver, "note": ver}
+        ck["channel_versions"] = {"messages": ver, "count": ver, "status": ver, "note": ver}
         parent = saver.put(
             parent,
             ck,

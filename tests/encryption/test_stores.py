@@ -57,19 +57,30 @@ def test_every_value_write_and_metadata_is_sealed(raw: Raw) -> None:
     meta = json.loads(raw.metadata("t"))
     assert set(meta) == {"source", "step", SEALED_METADATA}  # user_secret only sealed
     assert "pii" not in raw.metadata("t")
-    # Nothing kept inline in the clear head, not even small primitives.
+    # Small values are kept inline in the head, each sealed: nothing in clear.
     with raw.conn() as c:
         head = c.execute("SELECT checkpoint FROM tether_checkpoints").fetchall()
+    assert len(head) == 4
     for (h,) in head:
         doc = json.loads(h) if isinstance(h, str | bytes) else h
-        assert not doc.get("channel_values")
+        inline = doc["channel_values"]
+        assert set(inline) == {"count", "status"}
+        assert all(type(v) is list and len(v) == 1 for v in inline.values())
+        assert "secret status" not in json.dumps(doc)
+    assert {b[0] for b in blobs} == {"messages", "note"}
     with raw.saver(ring("k1")) as saver:
         assert snapshot(saver, "t") == want
 
 
-def test_inline_primitives_true_is_refused_with_encryption(raw: Raw) -> None:
-    with pytest.raises(ConfigError, match="inline_primitives"):
-        raw.saver(ring("k1"), inline_primitives=True)
+def test_inline_primitives_false_keeps_every_value_in_a_sealed_row(raw: Raw) -> None:
+    with raw.saver(ring("k1"), inline_primitives=False) as saver:
+        fill(saver, "t", 2)
+        want = snapshot(saver, "t")
+    assert not raw.head("t").get("channel_values")
+    assert {b[0] for b in raw.blobs("t")} == {"messages", "note", "count", "status"}
+    # Either way of storing reads back the same under the other setting.
+    with raw.saver(ring("k1")) as saver:
+        assert snapshot(saver, "t") == want
 
 
 # --- tampering and moving ---------------------------------------------------------------
@@ -114,8 +125,9 @@ def _one_step(saver: Any, thread: str, version: str, values: dict[str, Any]) -> 
 def test_a_ciphertext_moved_to_another_thread_or_channel_is_refused(raw: Raw) -> None:
     with raw.saver(ring("k1")) as saver:
         version = saver.get_next_version(None)
-        _one_step(saver, "alice", version, {"ssn": "111-22-3333", "name": "Alice"})
-        _one_step(saver, "mallory", version, {"ssn": "999-99-9999", "name": "Mallory"})
+        # Lists: value rows (small scalars are sealed in the head: test_inline.py).
+        _one_step(saver, "alice", version, {"ssn": ["111-22-3333"], "name": ["Alice"]})
+        _one_step(saver, "mallory", version, {"ssn": ["999-99-9999"], "name": ["Mallory"]})
     alice = {b[0]: b[5] for b in raw.blobs("alice")}
     mallory = {b[0]: b[5] for b in raw.blobs("mallory")}
     # Alice's ciphertext in Mallory's row (same namespace, channel, version).
@@ -125,9 +137,9 @@ def test_a_ciphertext_moved_to_another_thread_or_channel_is_refused(raw: Raw) ->
             saver.get_tuple(_config("mallory"))
         assert "mallory" in str(err.value)
         assert "ssn" in str(err.value)
-        assert saver.get_tuple(_config("alice")).checkpoint["channel_values"]["ssn"] == (
+        assert saver.get_tuple(_config("alice")).checkpoint["channel_values"]["ssn"] == [
             "111-22-3333"
-        )
+        ]
     raw.set_blob("mallory", "ssn", version, mallory["ssn"])
     # Within one thread, to another channel.
     raw.set_blob("alice", "name", version, alice["ssn"])

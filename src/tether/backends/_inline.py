@@ -18,7 +18,6 @@ import msgspec
 
 from tether.backends._delta import supports
 from tether.backends._records import HEAD_JSON
-from tether.errors import ConfigError
 
 __all__ = ["INLINE_MAX_CHARS", "head_inline", "inline_rule", "inline_value", "with_inline"]
 
@@ -53,24 +52,15 @@ def inline_value(value: Any) -> bool:
     return False
 
 
-def inline_rule(
-    serde: object, inline_primitives: bool | None, encrypted: bool = False
-) -> Callable[[Any], bool] | None:
+def inline_rule(serde: object, inline_primitives: bool | None) -> Callable[[Any], bool] | None:
     """A saver's ``inline=`` for :func:`encode_put` from its ``inline_primitives`` option.
 
     ``None`` (the default): inline only under tether's own MessagePack
     serializer. Values kept inline never pass through the serializer, so a
     serializer of the user's own (one that encrypts, say) sees every value.
-    ``encrypted``: the saver seals its values (#17), so none is kept inline
-    in the head's clear JSON; ``inline_primitives=True`` is then refused.
+    A saver that encrypts (#17) keeps them inline too, each sealed in the head
+    (:func:`~tether.encryption.seal_inline`).
     """
-    if encrypted:
-        if inline_primitives:
-            raise ConfigError(
-                "inline_primitives=True keeps small values in clear in the checkpoint head; "
-                "with encryption every value is sealed: leave inline_primitives unset"
-            )
-        return None
     if inline_primitives is None:
         inline_primitives = supports(serde)
     return inline_value if inline_primitives else None

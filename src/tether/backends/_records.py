@@ -69,8 +69,11 @@ from tether.contract import (
 )
 from tether.encryption import (
     SEALED_METADATA,
+    inline_place,
     metadata_place,
+    open_head,
     open_metadata,
+    seal_inline,
     seal_metadata,
     value_place,
     write_place,
@@ -239,13 +242,15 @@ def encode_put(
     tid, ns = addr.thread_id, addr.checkpoint_ns
     if appends is not None and not supports(serde):
         appends = None
-    sealed = codec.crypt is not None  # every value sealed, bound to its place (#17)
-    inline = None if sealed else inline
+    crypt = codec.crypt
+    sealed = crypt is not None  # every value sealed, bound to its place (#17)
     values: list[ValueRecord] = []
     fallbacks: list[Fallback] = []
     inlined: dict[str, Any] = {}
     for channel, (version, value) in named.items():
         if inline is not None and value is not EMPTY and inline(value):
+            if crypt is not None:  # sealed where it is kept, in the head
+                value = seal_inline(crypt, inline_place(tid, ns, channel, version), value)
             inlined[channel] = value
             continue
         if appends is None or value is EMPTY:
@@ -490,11 +495,8 @@ def decode_values(
     """
     tid, ns = address.thread_id, address.checkpoint_ns
     crypt = codec.crypt
-    if values and crypt is not None and not crypt.allow_plaintext:
-        raise DecodeError(
-            f"checkpoint {_where(address, None, None)} keeps values in clear in its head "
-            f"({sorted(values)}) and this saver's encryption has allow_plaintext=False"
-        )
+    if values and (crypt is not None or any(type(v) is list for v in values.values())):
+        values = open_head(crypt, tid, ns, versions, values, lambda c: _where(address, c, None))
 
     def place_of(channel: str, version: str, base: str | None) -> bytes | None:
         return value_place(tid, ns, channel, version, base) if crypt is not None else None

@@ -5,8 +5,9 @@ A sealed value is bound to its place, thread id included
 ciphertext as the rows' checksums let it: it is opened at the source's place
 and sealed at the target's. ``rekey`` seals at the same place under the
 active key, and seals values still stored in clear (a store that had
-encryption turned on later). Every backend moves the records; what changes
-in them is decided here once.
+encryption turned on later); a head's small values are sealed where they
+are. Every backend moves the records; what changes in them is decided here
+once.
 """
 
 from __future__ import annotations
@@ -19,27 +20,30 @@ from dataclasses import replace
 from typing import Any
 
 from tether.backends._payload import ENCRYPTED, BlobCodec, where
-from tether.backends._records import StoredValue, ValueRecord, WriteRecord
+from tether.backends._records import StoredValue, WriteRecord
 from tether.checkpoint import Address
 from tether.encryption import (
     SEALED_METADATA,
     Encryption,
-    key_id_of,
+    inline_place,
+    inline_sealed,
     metadata_place,
+    open_inline,
     open_metadata,
+    seal_inline,
     seal_metadata,
     value_place,
     write_place,
 )
-from tether.errors import ConfigError
-from tether.serde.base import SerializerProtocol
+from tether.errors import ConfigError, DecodeError
 
 __all__ = [
-    "inline_out",
+    "head_is_current",
     "is_current",
     "metadata_is_current",
     "refuse_copy",
     "rekey_codec",
+    "reseal_head",
     "reseal_metadata",
     "reseal_value",
     "reseal_write",
@@ -64,35 +68,62 @@ def rekey_codec(
     return crypt, dataclasses.replace(codec, crypt=crypt)
 
 
-def inline_out(
-    codec: BlobCodec,
-    serde: SerializerProtocol,
-    thread_id: str,
-    ns: str,
-    head: Mapping[str, Any],
-) -> tuple[dict[str, Any], list[ValueRecord]] | None:
-    """A head that keeps values in clear (written before encryption was on), without them,
-    and those values as sealed value records at their versions (``None``: none inline).
+def reseal_head(
+    crypt: Encryption | None, head: Mapping[str, Any], src: str, dst: str, ns: str
+) -> dict[str, Any] | None:
+    """A head of thread ``src`` with its inline values as sealed for thread ``dst``
+    (``None``: nothing to change).
 
-    A value is the same at a version wherever it is kept, so the records may
-    already exist (a later checkpoint carried the value over in its own head).
+    ``src == dst`` (rekey): values sealed under another key, and values in
+    clear (a head written before encryption was on), are sealed under the
+    active key. A copy (``src != dst``) seals its sealed values again for the
+    target and leaves values in clear as they are, as it does value rows.
+
+    Raises:
+        ConfigError: sealed values and no keyring (a copy by a saver without keys).
+        DecodeError: a sealed value does not open (as on read).
     """
     inline = head.get("channel_values")
     if not inline or not isinstance(inline, dict):
         return None
     versions = head.get("channel_versions") or {}
-    records = []
-    for channel, value in inline.items():
+    out: dict[str, Any] = {}
+    changed = False
+    for channel, stored in inline.items():
+        raw = inline_sealed(stored)
+        if (raw is None and src != dst) or (
+            raw is not None and src == dst and crypt is not None and raw.startswith(crypt.header())
+        ):
+            out[channel] = stored
+            continue
+        if crypt is None:
+            raise refuse_copy(src)
         version = str(versions.get(channel))
-        place = value_place(thread_id, ns, channel, version, None)
-        records.append(ValueRecord(channel, version, *codec.encode(serde, value, place)))
-    out = dict(head)
-    del out["channel_values"]
-    return out, records
+        shown = where(Address(src, ns, head.get("id")), channel) + f" version {version!r}"
+        value = open_inline(crypt, stored, inline_place(src, ns, channel, version), shown.__str__)
+        out[channel] = seal_inline(crypt, inline_place(dst, ns, channel, version), value)
+        changed = True
+    return {**head, "channel_values": out} if changed else None
+
+
+def head_is_current(crypt: Encryption, head: Mapping[str, Any]) -> bool:
+    """Whether every value a head keeps inline is sealed under the active key."""
+    inline = head.get("channel_values")
+    if not inline or not isinstance(inline, dict):
+        return True
+    for stored in inline.values():
+        try:
+            raw = inline_sealed(stored)
+        except DecodeError:
+            return False  # damaged: the rekey names it
+        if raw is None or not raw.startswith(crypt.header()):
+            return False
+    return True
 
 
 def is_current(crypt: Encryption, encoding: int, payload: bytes | None) -> bool:
-    """Whether a stored payload is sealed under the active key (rekey skips it)."""
+    """Whether a stored payload is sealed under the active key, in the current format
+    (rekey skips it)."""
     if not encoding & ENCRYPTED or payload is None:
         return False
     return payload.startswith(crypt.header(), 4)
@@ -107,7 +138,7 @@ def metadata_is_current(crypt: Encryption, metadata: Mapping[str, Any]) -> bool:
         raw = base64.b64decode(sealed, validate=True) if isinstance(sealed, str) else b""
     except (binascii.Error, ValueError):
         return False
-    return key_id_of(raw) == crypt.active
+    return raw.startswith(crypt.header())  # the active key, in the current format
 
 
 def refuse_copy(source: str) -> ConfigError:

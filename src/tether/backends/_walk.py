@@ -13,12 +13,13 @@ default walk over this backend's ``get_tuple`` returns.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tether.backends._delta import AppendTracker
-from tether.backends._payload import BlobCodec
+from tether.backends._payload import BlobCodec, where
 from tether.backends._records import (
     BlobKey,
     StoredValue,
@@ -29,7 +30,7 @@ from tether.backends._records import (
 )
 from tether.checkpoint import Address, ChannelHistory, text_problem
 from tether.contract import EMPTY_TAG
-from tether.encryption import write_place
+from tether.encryption import open_head, write_place
 from tether.errors import StorageError
 from tether.serde.base import SerializerProtocol
 
@@ -79,8 +80,10 @@ class DeltaWalk:
     writes: dict[str, list[tuple[Address, WriteRecord]]]
     # per channel with a seed: the ancestor, and the version stored there (None: inline)
     seeds: dict[str, tuple[Address, str | None]]
-    # the inline seeds' values (Postgres)
+    # the inline seeds' values (Postgres), as the head keeps them (sealed or in clear)
     inline: dict[str, Any]
+    # the inline seeds' versions (a sealed one is bound to its version)
+    inline_versions: dict[str, str] = field(default_factory=dict)
 
 
 def seeds_at(
@@ -160,6 +163,7 @@ def walk_delta(
             walk.seeds[channel] = (at, version)
             if version is None:
                 walk.inline[channel] = found.inline[channel]
+                walk.inline_versions[channel] = str(found.versions.get(channel))
             remaining.remove(channel)
         child, cursor = at, found.parent_id
     for channel, groups in blocks.items():
@@ -232,7 +236,17 @@ def delta_history(
         if seed is not None:
             at, version = seed
             if version is None:
-                entry["seed"] = walk.inline[channel]
+                stored = {channel: walk.inline[channel]}
+                versions = {channel: walk.inline_versions.get(channel, "")}
+                opened = open_head(
+                    codec.crypt,
+                    at.thread_id,
+                    at.checkpoint_ns,
+                    versions,
+                    stored,
+                    functools.partial(where, at),
+                )
+                entry["seed"] = opened[channel]
             else:
                 value = decode_values(
                     serde,

@@ -24,8 +24,9 @@ from typing import Any
 from tether import history
 from tether.base import BaseCheckpointSaver
 from tether.checkpoint import CheckpointTuple, make_config
-from tether.cli._stores import Store, ThreadInfo
+from tether.cli._stores import HeadInfo, Store, ThreadInfo
 from tether.cli._threads import thread_status
+from tether.encryption import SEALED_METADATA
 from tether.errors import CheckpointNotFound, ConfigError, DecodeError, shown
 from tether.ui import _edit
 from tether.ui._values import LenientSerializer, Undecodable, as_plain_json
@@ -155,8 +156,13 @@ class Viewer:
         (older than ``before`` if given), oldest first; and the id to page on from."""
         config = make_config(thread_id, ns)
         before_conf = make_config(thread_id, ns, before) if before else None
-        with self._lock:
-            tuples = list(self._reader.list(config, before=before_conf, limit=TREE_PAGE + 1))
+        try:
+            with self._lock:
+                tuples = list(self._reader.list(config, before=before_conf, limit=TREE_PAGE + 1))
+        except DecodeError as exc:
+            # Metadata or a value the lenient reading cannot stand in for (sealed,
+            # and the store was opened without its key): the heads, values as placeholders.
+            tuples = self._heads_only(thread_id, ns, before, exc)
         older = None
         if len(tuples) > TREE_PAGE:
             tuples = tuples[:TREE_PAGE]
@@ -225,22 +231,17 @@ class Viewer:
     ) -> CheckpointTuple | None:
         with self._lock:
             heads = self.store.heads(thread_id, ns, checkpoint_id=checkpoint_id, limit=1)
-        if not heads:
-            return None
-        head = heads[0]
-        checkpoint = dict(head.checkpoint)
-        placeholder = Undecodable(exc.type_name, str(exc))
-        checkpoint["channel_values"] = {
-            ch: placeholder for ch in checkpoint.get("channel_versions") or {}
-        }
-        parent = make_config(thread_id, ns, head.parent_id) if head.parent_id else None
-        return CheckpointTuple(
-            make_config(thread_id, ns, head.checkpoint_id),
-            checkpoint,  # type: ignore[arg-type]
-            head.metadata,  # type: ignore[arg-type]
-            parent,
-            [],
-        )
+        return _without_values(thread_id, ns, heads[0], exc) if heads else None
+
+    def _heads_only(
+        self, thread_id: str, ns: str, before: str | None, exc: DecodeError
+    ) -> list[CheckpointTuple]:
+        """A tree page's checkpoints without their values, newest first (as ``list``)."""
+        with self._lock:
+            heads = self.store.heads(thread_id, ns)
+        if before is not None:
+            heads = [h for h in heads if h.checkpoint_id < before]
+        return [_without_values(thread_id, ns, h, exc) for h in heads[: TREE_PAGE + 1]]
 
     def _children(self, thread_id: str, ns: str, checkpoint_id: str) -> list[str]:
         with self._lock:
@@ -327,6 +328,37 @@ class Viewer:
 def _exists(target: str, count: int) -> ConfigError:
     return ConfigError(
         f"thread {shown(target)} already has {count} checkpoint(s); choose a new thread id"
+    )
+
+
+_NOT_READ = (
+    "not read: this checkpoint does not decode as a whole (an encrypted store opened "
+    "without its key does not: set TETHER_KEYS)"
+)
+
+
+def _without_values(thread_id: str, ns: str, head: HeadInfo, exc: DecodeError) -> CheckpointTuple:
+    """A checkpoint as its head row has it, each value a placeholder.
+
+    A placeholder names the value's version, not the error (which names its
+    checkpoint), so two checkpoints' placeholders differ where their versions
+    do and the tree and diff pages show what changed. Sealed metadata (#17)
+    shows its clear keys only.
+    """
+    checkpoint = dict(head.checkpoint)
+    why = _NOT_READ if exc.type_name is None else str(exc)
+    checkpoint["channel_values"] = {
+        ch: Undecodable(exc.type_name, f"{why} (version {version})")
+        for ch, version in (checkpoint.get("channel_versions") or {}).items()
+    }
+    metadata = {k: v for k, v in head.metadata.items() if k != SEALED_METADATA}
+    parent = make_config(thread_id, ns, head.parent_id) if head.parent_id else None
+    return CheckpointTuple(
+        make_config(thread_id, ns, head.checkpoint_id),
+        checkpoint,  # type: ignore[arg-type]
+        metadata,  # type: ignore[arg-type]
+        parent,
+        [],
     )
 
 

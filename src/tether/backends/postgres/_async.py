@@ -85,8 +85,9 @@ from tether.backends.postgres._leases import (
 from tether.backends.postgres._sealing import (
     SealingStatements,
     blob_updates,
-    head_moves,
+    head_updates,
     meta_updates,
+    stale_checkpoints,
     write_updates,
 )
 from tether.backends.postgres._sql import Statements
@@ -137,6 +138,16 @@ __all__ = ["AsyncLease", "_AsyncPostgresCore"]
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
 _Swept = list[tuple[str, int, int]]  # (thread, checkpoints, bytes) of each thread swept
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``; in the async core, in a worker thread: sealing a batch of rows
+    again (copy_thread, rekey) is CPU work that would stall the event loop (#17)."""
+    if True:  # ASYNC
+        return await asyncio.to_thread(fn, *args)
+    else:
+        return fn(*args)
+
 
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
@@ -672,13 +683,17 @@ class _AsyncPostgresCore:
         blobs = await (await _execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
         writes = await (await _execute_tuples(conn, seal.sealed_writes, params)).fetchall()
         metas = await (await _execute_tuples(conn, seal.sealed_meta, params)).fetchall()
-        assert codec.crypt is not None
+        heads = await (await _execute_tuples(conn, seal.sealed_heads, params)).fetchall()
+        crypt = codec.crypt
+        assert crypt is not None
         if blobs:
-            await conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+            await conn.execute(seal.set_blobs, await _off_loop(blob_updates, codec, blobs, dst))
         if writes:
-            await conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+            await conn.execute(seal.set_writes, await _off_loop(write_updates, codec, writes, dst))
         if metas:
-            await conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+            await conn.execute(seal.set_meta, await _off_loop(meta_updates, crypt, metas, dst))
+        if heads:
+            await conn.execute(seal.set_heads, await _off_loop(head_updates, crypt, heads, dst))
 
     # --- rekey (#17) ---------------------------------------------------------------------
 
@@ -693,7 +708,7 @@ class _AsyncPostgresCore:
         crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
         seal = self._sealing
         header = crypt.header()
-        done = await self._async_move_heads(serde, crypt, codec, batch, progress)
+        done = await self._async_reseal_heads(crypt, batch, progress)
         steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
             ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
             ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
@@ -717,7 +732,7 @@ class _AsyncPostgresCore:
                 rows = await self._fetchall(what, first if cursor is None else after, params)
                 if not rows:
                     break
-                updates = build(rows)
+                updates = await _off_loop(build, rows)
                 n = await self._execute_count(what, swap, updates) if updates["t"] else 0
                 done += n
                 if progress is not None:
@@ -726,16 +741,15 @@ class _AsyncPostgresCore:
         self._forget(None)
         return done
 
-    async def _async_move_heads(
+    async def _async_reseal_heads(
         self,
-        serde: SerializerProtocol,
         crypt: Encryption,
-        codec: BlobCodec,
         batch: int,
         progress: Callable[[int], None] | None,
     ) -> int:
-        """Heads that keep values in clear: the values moved to sealed rows, a batch a
-        transaction (the head is replaced only if unchanged since it was read)."""
+        """Heads whose inline values are in clear or sealed under another key: sealed
+        under the active key with their metadata, a batch a statement (a head is
+        replaced only if unchanged since it was read)."""
         seal = self._sealing
         first, after = seal.stale["heads"]
         cursor: Sequence[Any] | None = None
@@ -748,15 +762,10 @@ class _AsyncPostgresCore:
             rows = await self._fetchall("rekey of heads", query, params)
             if not rows:
                 return done
-            moves = head_moves(codec, serde, crypt, rows)
-
-            async def op(conn: AsyncConnection[Any], moves: dict[str, Any] = moves) -> int:
-                async with conn.transaction():
-                    await conn.execute(seal.add_blobs, moves)
-                    cur = await conn.execute(seal.move_heads, moves)
-                    return max(cur.rowcount, 0)
-
-            n = await self._run("rekey of heads", op)
+            updates = await _off_loop(head_updates, crypt, rows, None)
+            n = 0
+            if updates["ht"]:
+                n = await self._execute_count("rekey of heads", seal.swap_heads, updates)
             done += n
             if progress is not None:
                 progress(n)
@@ -768,10 +777,8 @@ class _AsyncPostgresCore:
         seal = self._sealing
         rows = await self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
         n = int(rows[0][0])
-        heads = await self._fetchall("rekey count", seal.count_clear_heads, None)
-        n += int(heads[0][0])
-        metas = await self._fetchall("rekey count", seal.every_metadata, None)
-        return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
+        rows = await self._fetchall("rekey count", seal.every_checkpoint, None)
+        return n + await _off_loop(stale_checkpoints, crypt, rows)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

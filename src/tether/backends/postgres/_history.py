@@ -241,9 +241,9 @@ class Walked:
             versions: dict[str, str] = {}
             for i, channel in enumerate(channels):
                 state, version = r[13 + i], r[13 + n + i]
-                if state in (_NONE, _INLINE):
+                if state == _NONE:
                     continue
-                versions[channel] = version
+                versions[channel] = version  # an inline one too: a sealed value is bound to it
                 if state == _EMPTY:
                     self.stored.setdefault((channel, version), _EMPTY_ROW)
             # absent: NULL when the put found every value; {NULL} on rows put

@@ -205,7 +205,8 @@ class PostgresSaver(LifecycleMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             the checkpoint row instead of blobs. ``None`` (default): when the
             serializer is tether's MessagePack one; inline values never pass
             through the serializer, so one of your own (that encrypts, say)
-            sees every value unless this is ``True``.
+            sees every value unless this is ``True``. With ``encryption``
+            each is sealed where it is kept, in the head.
         page_size: checkpoints per query when listing (memory stays bounded by it).
         compress_threshold: values serialized to at least this many bytes are
             stored zstd-compressed (level 1); ``None`` stores all plain.
@@ -322,7 +323,7 @@ class PostgresSaver(LifecycleMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             "statements": self._statements,
             "pipeline": bool(pipeline),
             "prepare_threshold": False if prepare_threshold is _UNSET else prepare_threshold,
-            "inline": inline_rule(self.serde, inline_primitives, crypt is not None) is not None,
+            "inline": inline_rule(self.serde, inline_primitives) is not None,
             "page_size": page_size,
             "codec": BlobCodec(
                 compress_threshold=compress_threshold, max_value_size=max_value_size, crypt=crypt

@@ -23,13 +23,27 @@ from typing import Any
 
 from tether.backends._payload import BlobCodec
 from tether.backends._records import WriteRecord
-from tether.backends._sealing import inline_out, reseal_metadata, reseal_value, reseal_write
+from tether.backends._sealing import (
+    head_is_current,
+    metadata_is_current,
+    reseal_head,
+    reseal_metadata,
+    reseal_value,
+    reseal_write,
+)
+from tether.backends.postgres._arrays import BYTEA
 from tether.backends.postgres._codec import metadata_json
 from tether.backends.postgres._sql import Statements
 from tether.encryption import SEALED_METADATA, Encryption
-from tether.serde.base import SerializerProtocol
 
-__all__ = ["SealingStatements", "blob_updates", "head_moves", "meta_updates", "write_updates"]
+__all__ = [
+    "SealingStatements",
+    "blob_updates",
+    "head_updates",
+    "meta_updates",
+    "stale_checkpoints",
+    "write_updates",
+]
 
 _BLOB_KEY = ("thread_id", "checkpoint_ns", "channel", "version")
 _WRITE_KEY = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
@@ -85,24 +99,35 @@ class SealingStatements:
             f"SELECT (SELECT count(*) FROM {blobs} WHERE {_STALE.format(col='blob')}) "
             f"+ (SELECT count(*) FROM {writes} WHERE {_STALE.format(col='blob')})"
         )
-        self.every_metadata = f"SELECT metadata FROM {checkpoints}"
-        # Heads written before encryption keep small values in clear: moved to
-        # sealed value rows (the same value at the same version wherever it is kept).
-        clear = "coalesce(checkpoint -> 'channel_values', '{}'::jsonb) <> '{}'::jsonb"
+        # Which key sealed a head's inline values and its metadata is read in the client.
+        self.every_checkpoint = (
+            f"SELECT checkpoint -> 'channel_values', metadata FROM {checkpoints}"
+        )
+        # Heads keep small values inline, sealed (or in clear, written before
+        # encryption was on): which key sealed them is read in the client.
+        inline = "coalesce(checkpoint -> 'channel_values', '{}'::jsonb) <> '{}'::jsonb"
         heads = (
             "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
-            f"metadata FROM {checkpoints} WHERE {clear}"
+            f"metadata FROM {checkpoints} WHERE {inline}"
         )
         order = f" ORDER BY {', '.join(_CHECKPOINT_KEY)} LIMIT %(batch)s"
         self.stale["heads"] = (heads + order, heads + _after(_CHECKPOINT_KEY) + order)
-        self.count_clear_heads = f"SELECT count(*) FROM {checkpoints} WHERE {clear}"
-        self.add_blobs = (
-            f"INSERT INTO {blobs} (thread_id, checkpoint_ns, channel, version, type, encoding, "
-            "blob) SELECT * FROM unnest(%(t)s::text[], %(ns)s::text[], %(ch)s::text[], "
-            "%(v)s::text[], %(type)s::text[], %(enc)s::smallint[], %(blob)s::bytea[]) "
-            "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+        # A head with a value sealed inline: a one-element array (encryption.seal_inline).
+        sealed_inline = "checkpoint -> 'channel_values' @? 'strict $.* ? (@.type() == \"array\")'"
+        self.sealed_heads = (
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, "
+            f"metadata FROM {checkpoints} WHERE thread_id = %(src)s AND {sealed_inline}"
         )
-        self.move_heads = (
+        # copy_thread: the target's copies, made in this transaction (their
+        # metadata is set_meta's).
+        self.set_heads = (
+            f"UPDATE {checkpoints} AS c SET checkpoint = x.head::jsonb "
+            "FROM unnest(%(ht)s::text[], %(hns)s::text[], %(hcid)s::text[], %(head)s::text[]) "
+            "AS x(t, ns, cid, head) "
+            "WHERE c.thread_id = x.t AND c.checkpoint_ns = x.ns AND c.checkpoint_id = x.cid"
+        )
+        # rekey: head and metadata, only if still as read (a put may have replaced it).
+        self.swap_heads = (
             f"UPDATE {checkpoints} AS c SET checkpoint = x.head::jsonb, "
             "metadata = x.metadata::jsonb FROM unnest(%(ht)s::text[], %(hns)s::text[], "
             "%(hcid)s::text[], %(head)s::text[], %(meta)s::text[], %(old_head)s::text[], "
@@ -118,7 +143,8 @@ class SealingStatements:
             + f"\nRETURNING EXISTS (SELECT 1 FROM {blobs} WHERE thread_id = %(src)s "
             f"AND encoding & 8 = 8) OR EXISTS (SELECT 1 FROM {writes} WHERE "
             f"thread_id = %(src)s AND encoding & 8 = 8) OR EXISTS (SELECT 1 FROM "
-            f"{checkpoints} WHERE thread_id = %(src)s AND metadata ? '{SEALED_METADATA}')"
+            f"{checkpoints} WHERE thread_id = %(src)s AND (metadata ? '{SEALED_METADATA}' "
+            f"OR {sealed_inline}))"
         )
 
         blob_set = (
@@ -166,7 +192,7 @@ def blob_updates(
         )
         for key, value in zip(out, (to, ns, channel, version, enc, payload, blob), strict=True):
             out[key].append(value)
-    return out
+    return _binary(out)
 
 
 def write_updates(
@@ -183,7 +209,14 @@ def write_updates(
             out, (to, ns, cid, task_id, idx, w.encoding, w.value, blob), strict=True
         ):
             out[key].append(value)
-    return out
+    return _binary(out)
+
+
+def _binary(params: dict[str, list[Any]]) -> dict[str, Any]:
+    """``params`` with its payload arrays framed in binary (:mod:`._arrays`): psycopg's
+    own adaptation of a list of large ``bytes`` runs in Python, hundreds of
+    milliseconds a batch of large values, on the event loop of an async rekey."""
+    return {**params, "blob": BYTEA(params["blob"]), "old": BYTEA(params["old"])}
 
 
 def meta_updates(
@@ -213,34 +246,42 @@ def meta_updates(
     return out
 
 
-def head_moves(
-    codec: BlobCodec,
-    serde: SerializerProtocol,
-    crypt: Encryption,
+def head_updates(
+    crypt: Encryption | None,
     rows: Sequence[Sequence[Any]],
+    dst: str | None,
 ) -> dict[str, Any]:
-    """The parameters of ``add_blobs`` and ``move_heads`` for rows of the clear heads."""
-    keys = ("t", "ns", "ch", "v", "type", "enc", "blob")
-    out: dict[str, list[Any]] = {k: [] for k in keys}
+    """The parameters of ``set_heads``/``swap_heads`` for rows of ``sealed_heads``/stale
+    heads: their inline values sealed for ``dst`` (as :func:`blob_updates`), and for a
+    rekey their metadata too.
+    """
     heads: dict[str, list[Any]] = {
         k: [] for k in ("ht", "hns", "hcid", "head", "meta", "old_head", "old")
     }
     for tid, ns, cid, parent, head, metadata in rows:
-        moved = inline_out(codec, serde, tid, ns, head)
-        if moved is None:
+        to = tid if dst is None else dst
+        new_head = reseal_head(crypt, head, tid, to, ns)
+        if new_head is None:
             continue
-        new_head, records = moved
-        for v in records:
-            row = (tid, ns, v.channel, v.version, v.type, v.encoding, v.payload)
-            for key, value in zip(keys, row, strict=True):
-                out[key].append(value)
         versions = {str(k): str(v) for k, v in (head.get("channel_versions") or {}).items()}
-        sealed = reseal_metadata(crypt, metadata, tid, tid, ns, cid, versions, parent)
+        sealed = None  # a copy's metadata is set_meta's
+        if to == tid and crypt is not None and not metadata_is_current(crypt, metadata):
+            sealed = reseal_metadata(crypt, metadata, tid, to, ns, cid, versions, parent)
         meta = metadata_json(dict(metadata if sealed is None else sealed))
-        row2 = (
-            *(tid, ns, cid, metadata_json(new_head), meta),
+        row = (
+            *(to, ns, cid, metadata_json(new_head), meta),
             *(metadata_json(dict(head)), metadata_json(dict(metadata))),
         )
-        for key, value in zip(heads, row2, strict=True):
+        for key, value in zip(heads, row, strict=True):
             heads[key].append(value)
-    return {**out, **heads}
+    return heads
+
+
+def stale_checkpoints(crypt: Encryption, rows: Sequence[Any]) -> int:
+    """How many checkpoint rows (``every_checkpoint``) a rekey would seal again: a head
+    value or the metadata not sealed under the active key (one update per row)."""
+    return sum(
+        not head_is_current(crypt, {"channel_values": values})
+        or not metadata_is_current(crypt, metadata)
+        for values, metadata in rows
+    )

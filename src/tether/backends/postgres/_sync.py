@@ -88,8 +88,9 @@ from tether.backends.postgres._leases import (
 from tether.backends.postgres._sealing import (
     SealingStatements,
     blob_updates,
-    head_moves,
+    head_updates,
     meta_updates,
+    stale_checkpoints,
     write_updates,
 )
 from tether.backends.postgres._sql import Statements
@@ -134,6 +135,13 @@ __all__ = ["Lease", "_PostgresCore"]
 T = TypeVar("T")
 _Rows = list[tuple[Any, ...]]
 _Swept = list[tuple[str, int, int]]  # (thread, checkpoints, bytes) of each thread swept
+
+
+def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``; in the async core, in a worker thread: sealing a batch of rows
+    again (copy_thread, rekey) is CPU work that would stall the event loop (#17)."""
+    return fn(*args)
+
 
 #: How often a waiting lease retries its advisory lock.
 _LEASE_POLL = 0.05
@@ -669,13 +677,17 @@ class _PostgresCore:
         blobs = (_execute_tuples(conn, seal.sealed_blobs, params)).fetchall()
         writes = (_execute_tuples(conn, seal.sealed_writes, params)).fetchall()
         metas = (_execute_tuples(conn, seal.sealed_meta, params)).fetchall()
-        assert codec.crypt is not None
+        heads = (_execute_tuples(conn, seal.sealed_heads, params)).fetchall()
+        crypt = codec.crypt
+        assert crypt is not None
         if blobs:
-            conn.execute(seal.set_blobs, blob_updates(codec, blobs, dst))
+            conn.execute(seal.set_blobs, _off_loop(blob_updates, codec, blobs, dst))
         if writes:
-            conn.execute(seal.set_writes, write_updates(codec, writes, dst))
+            conn.execute(seal.set_writes, _off_loop(write_updates, codec, writes, dst))
         if metas:
-            conn.execute(seal.set_meta, meta_updates(codec.crypt, metas, dst))
+            conn.execute(seal.set_meta, _off_loop(meta_updates, crypt, metas, dst))
+        if heads:
+            conn.execute(seal.set_heads, _off_loop(head_updates, crypt, heads, dst))
 
     # --- rekey (#17) ---------------------------------------------------------------------
 
@@ -690,7 +702,7 @@ class _PostgresCore:
         crypt, codec = rekey_codec(self._codec.crypt, self._codec, to)
         seal = self._sealing
         header = crypt.header()
-        done = self._sync_move_heads(serde, crypt, codec, batch, progress)
+        done = self._sync_reseal_heads(crypt, batch, progress)
         steps: list[tuple[str, str, int, Callable[[Any], dict[str, Any]]]] = [
             ("blobs", seal.swap_blobs, 4, lambda rows: blob_updates(codec, rows, None)),
             ("writes", seal.swap_writes, 5, lambda rows: write_updates(codec, rows, None)),
@@ -714,7 +726,7 @@ class _PostgresCore:
                 rows = self._fetchall(what, first if cursor is None else after, params)
                 if not rows:
                     break
-                updates = build(rows)
+                updates = _off_loop(build, rows)
                 n = self._execute_count(what, swap, updates) if updates["t"] else 0
                 done += n
                 if progress is not None:
@@ -723,16 +735,15 @@ class _PostgresCore:
         self._forget(None)
         return done
 
-    def _sync_move_heads(
+    def _sync_reseal_heads(
         self,
-        serde: SerializerProtocol,
         crypt: Encryption,
-        codec: BlobCodec,
         batch: int,
         progress: Callable[[int], None] | None,
     ) -> int:
-        """Heads that keep values in clear: the values moved to sealed rows, a batch a
-        transaction (the head is replaced only if unchanged since it was read)."""
+        """Heads whose inline values are in clear or sealed under another key: sealed
+        under the active key with their metadata, a batch a statement (a head is
+        replaced only if unchanged since it was read)."""
         seal = self._sealing
         first, after = seal.stale["heads"]
         cursor: Sequence[Any] | None = None
@@ -745,15 +756,10 @@ class _PostgresCore:
             rows = self._fetchall("rekey of heads", query, params)
             if not rows:
                 return done
-            moves = head_moves(codec, serde, crypt, rows)
-
-            def op(conn: Connection[Any], moves: dict[str, Any] = moves) -> int:
-                with conn.transaction():
-                    conn.execute(seal.add_blobs, moves)
-                    cur = conn.execute(seal.move_heads, moves)
-                    return max(cur.rowcount, 0)
-
-            n = self._run("rekey of heads", op)
+            updates = _off_loop(head_updates, crypt, rows, None)
+            n = 0
+            if updates["ht"]:
+                n = self._execute_count("rekey of heads", seal.swap_heads, updates)
             done += n
             if progress is not None:
                 progress(n)
@@ -765,10 +771,8 @@ class _PostgresCore:
         seal = self._sealing
         rows = self._fetchall("rekey count", seal.count_stale, {"header": crypt.header()})
         n = int(rows[0][0])
-        heads = self._fetchall("rekey count", seal.count_clear_heads, None)
-        n += int(heads[0][0])
-        metas = self._fetchall("rekey count", seal.every_metadata, None)
-        return n + sum(not metadata_is_current(crypt, m) for (m,) in metas)
+        rows = self._fetchall("rekey count", seal.every_checkpoint, None)
+        return n + _off_loop(stale_checkpoints, crypt, rows)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str, keep: int) -> None:
         n = check_prune(strategy, keep)

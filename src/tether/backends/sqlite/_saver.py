@@ -303,7 +303,8 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             does: a small state is one row. ``None`` (default): when the
             serializer is tether's MessagePack one; inline values never pass
             through the serializer, so one of your own (that encrypts, say)
-            sees every value unless this is ``True``. Off with ``encryption``.
+            sees every value unless this is ``True``. With ``encryption``
+            each is sealed where it is kept, in the head.
         encryption: seal every value, pending write and metadata with
             AES-256-GCM (:class:`~tether.encryption.Encryption`, or
             ``{key_id: key}``); ``None`` (default): the keys of
@@ -356,7 +357,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         self.codec = BlobCodec(
             compress_threshold=compress_threshold, max_value_size=max_value_size, crypt=self._crypt
         )
-        self._inline = inline_rule(self.serde, inline_primitives, self._crypt is not None)
+        self._inline = inline_rule(self.serde, inline_primitives)
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
@@ -1019,7 +1020,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             return int(self._write(run))
 
         done = 0
-        for n in rekey_batches(read, write, crypt, codec, self.serde, batch):
+        for n in rekey_batches(read, write, crypt, codec, batch):
             done += n
             if progress is not None:
                 progress(n)

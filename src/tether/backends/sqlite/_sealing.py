@@ -26,9 +26,10 @@ import msgspec
 from tether.backends._payload import BlobCodec
 from tether.backends._records import HEAD_JSON, WriteRecord
 from tether.backends._sealing import (
-    inline_out,
+    head_is_current,
     metadata_is_current,
     refuse_copy,
+    reseal_head,
     reseal_metadata,
     reseal_value,
     reseal_write,
@@ -38,13 +39,11 @@ from tether.backends._sqlbase import (
     row_checksum,
     value_checksum,
     versions_from_json,
-    versions_to_json,
     write_checksum,
 )
 from tether.checkpoint import Address
 from tether.contract import dumps_json, loads_json
 from tether.encryption import SEALED_METADATA, Encryption
-from tether.serde.base import SerializerProtocol
 
 __all__ = ["REKEY_TABLES", "count_pending", "rekey_batches", "reseal_copy"]
 
@@ -73,26 +72,19 @@ _SET_WRITE = (
     "UPDATE tether_writes SET encoding = ?, value = ?, checksum = ? WHERE thread_id = ? "
     "AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?"
 )
-_SET_META = (
-    "UPDATE tether_checkpoints SET metadata = ?, checksum = ? WHERE thread_id = ? "
-    "AND checkpoint_ns = ? AND checkpoint_id = ?"
+_SET_CHECKPOINT = (
+    "UPDATE tether_checkpoints SET checkpoint = ?, metadata = ?, checksum = ? "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
 # A rekey writes a row back only if it is still the row it read (a put may
 # have replaced it meanwhile, sealed by its own writer).
 _UPDATE_BLOB = _SET_BLOB + " AND value = ?"
 _UPDATE_WRITE = _SET_WRITE + " AND value = ?"
-_UPDATE_META = _SET_META + " AND metadata = ?"
-# A head written before encryption, its values in clear, moved to sealed value rows.
-_UPDATE_HEAD = (
-    "UPDATE tether_checkpoints SET checkpoint = ?, channel_versions = ?, metadata = ?, "
-    "checksum = ? "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    "AND checkpoint = ? AND metadata = ?"
-)
-_ADD_BLOB = (
-    "INSERT OR IGNORE INTO tether_blobs "
-    "(thread_id, checkpoint_ns, channel, version, type, encoding, base, value, checksum) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_UPDATE_CHECKPOINT = _SET_CHECKPOINT + " AND checkpoint = ? AND metadata = ?"
+# A head with a value sealed inline: a one-element array (tether.encryption.seal_inline).
+_SEALED_INLINE = (
+    f"CASE WHEN type = '{HEAD_JSON}' THEN EXISTS (SELECT 1 FROM "
+    "json_each(checkpoint, '$.channel_values') AS j WHERE j.type = 'array') END"
 )
 
 #: The tables a rekey goes through, in order.
@@ -122,17 +114,38 @@ def _write_update(codec: BlobCodec, row: Sequence[Any], dst: str) -> tuple[Any, 
     return (w.encoding, w.value, checksum, dst, ns, cid, task_id, idx)
 
 
-def _meta_update(crypt: Encryption | None, row: Sequence[Any], dst: str) -> tuple[Any, ...] | None:
+def _checkpoint_update(
+    crypt: Encryption | None, row: Sequence[Any], dst: str
+) -> tuple[Any, ...] | None:
+    """A checkpoint row's head values and metadata as sealed for thread ``dst`` (a copy)
+    or under the active key (``dst`` its own thread: rekey); ``None``: nothing to change."""
     tid, ns, cid, parent, head_type, head, versions_json, meta_json, unstored = row
+    new_head = head
+    # The versions metadata is bound to: every channel's, as a read takes them
+    # from the head (since schema 9 the row's column names only the channels
+    # whose values are rows); a head older than JSON heads has them all in the column.
+    head_versions: dict[str, str] | None = None
+    if head_type == HEAD_JSON:
+        doc = loads_json(head)
+        sealed_head = reseal_head(crypt, doc, tid, dst, ns) if isinstance(doc, dict) else None
+        if sealed_head is not None:
+            new_head = msgspec.json.encode(sealed_head)
+        if isinstance(doc, dict):
+            stored = doc.get("channel_versions") or {}
+            head_versions = {str(k): str(v) for k, v in stored.items()}
     meta = metadata_from_json(meta_json, address=Address(tid, ns, cid))
-    sealed = reseal_metadata(
-        crypt, meta, tid, dst, ns, cid, versions_from_json(versions_json), parent
-    )
-    if sealed is None:
+    if (tid == dst and crypt is not None and metadata_is_current(crypt, meta)) or (
+        tid != dst and SEALED_METADATA not in meta  # a copy leaves clear metadata clear
+    ):
+        sealed = None
+    else:
+        versions = head_versions if head_versions is not None else versions_from_json(versions_json)
+        sealed = reseal_metadata(crypt, meta, tid, dst, ns, cid, versions, parent)
+    if sealed is None and new_head is head:
         return None
-    text = dumps_json(sealed)
-    checksum = row_checksum(cid, parent, head_type, head, versions_json, text, unstored)
-    return (text, checksum, dst, ns, cid)
+    text = meta_json if sealed is None else dumps_json(sealed)
+    checksum = row_checksum(cid, parent, head_type, new_head, versions_json, text, unstored)
+    return (new_head, text, checksum, dst, ns, cid)
 
 
 def reseal_copy(
@@ -152,7 +165,7 @@ def reseal_copy(
     ).fetchall()
     sealed_meta = conn.execute(
         f"SELECT {_CHECKPOINT_COLS} FROM tether_checkpoints WHERE thread_id = ? "
-        f"AND json_extract(metadata, '$.{SEALED_METADATA}') IS NOT NULL",
+        f"AND (json_extract(metadata, '$.{SEALED_METADATA}') IS NOT NULL OR {_SEALED_INLINE})",
         (src,),
     ).fetchall()
     if crypt is None:
@@ -161,8 +174,8 @@ def reseal_copy(
         return
     conn.executemany(_SET_BLOB, [_blob_update(codec, r, dst) for r in sealed_blobs])
     conn.executemany(_SET_WRITE, [_write_update(codec, r, dst) for r in sealed_writes])
-    metas = [m for r in sealed_meta if (m := _meta_update(crypt, r, dst)) is not None]
-    conn.executemany(_SET_META, metas)
+    heads = [m for r in sealed_meta if (m := _checkpoint_update(crypt, r, dst)) is not None]
+    conn.executemany(_SET_CHECKPOINT, heads)
 
 
 def _after(key: Sequence[str], cursor: Sequence[Any] | None) -> tuple[str, list[Any]]:
@@ -183,8 +196,8 @@ def count_pending(conn: sqlite3.Connection, crypt: Encryption) -> int:
     for head_type, head, meta in conn.execute(
         "SELECT type, checkpoint, metadata FROM tether_checkpoints"
     ):
-        clear = head_type == HEAD_JSON and bool(loads_json(head).get("channel_values"))
-        n += clear or not metadata_is_current(crypt, loads_json(meta))
+        old_head = head_type == HEAD_JSON and not head_is_current(crypt, loads_json(head))
+        n += old_head or not metadata_is_current(crypt, loads_json(meta))
     return int(n)
 
 
@@ -193,7 +206,6 @@ def rekey_batches(
     write: Callable[[list[tuple[str, list[tuple[Any, ...]]]]], int],
     crypt: Encryption,
     codec: BlobCodec,
-    serde: SerializerProtocol,
     batch: int,
 ) -> Iterator[int]:
     """One rekey pass over every table; yields the rows each batch rewrote.
@@ -201,7 +213,7 @@ def rekey_batches(
     ``read(sql, args)`` runs a read (its own snapshot); ``write(ops)`` runs
     ``executemany(sql, rows)`` for each op in one write transaction and
     returns the rows the last one changed (rows that changed since they were
-    read are left alone). ``serde`` encodes values a head kept in clear.
+    read are left alone).
     """
     header = crypt.header()
     cursor: Sequence[Any] | None = None
@@ -231,7 +243,7 @@ def rekey_batches(
         yield write([(_UPDATE_WRITE, updates)])
         cursor = rows[-1][:5]
     cursor = None
-    while True:  # metadata: which key sealed it is in its base64 text, read in Python
+    while True:  # heads and metadata: which key sealed them is in their JSON, read in Python
         after, args = _after(_CHECKPOINT_KEY, cursor)
         rows = read(
             f"SELECT {_CHECKPOINT_COLS} FROM tether_checkpoints WHERE 1 {after}"
@@ -241,54 +253,9 @@ def rekey_batches(
         if not rows:
             break
         updates = []
-        n = 0
         for r in rows:
-            moved = _head_update(codec, serde, crypt, r)
-            if moved is not None:
-                n += write(moved)
-                continue
-            if metadata_is_current(crypt, loads_json(r[7])):
-                continue
-            update = _meta_update(crypt, r, r[0])
+            update = _checkpoint_update(crypt, r, r[0])
             if update is not None:
-                updates.append((*update, r[7]))
-        yield n + (write([(_UPDATE_META, updates)]) if updates else 0)
+                updates.append((*update, r[5], r[7]))
+        yield write([(_UPDATE_CHECKPOINT, updates)]) if updates else 0
         cursor = rows[-1][:3]
-
-
-def _head_update(
-    codec: BlobCodec, serde: SerializerProtocol, crypt: Encryption, row: Sequence[Any]
-) -> list[tuple[str, list[tuple[Any, ...]]]] | None:
-    """The ops that move a head's clear values to sealed rows and seal its metadata."""
-    tid, ns, cid, parent, head_type, head, _versions, meta_json, unstored = row
-    if head_type != HEAD_JSON:
-        return None
-    doc = loads_json(head)
-    moved = inline_out(codec, serde, tid, ns, doc) if isinstance(doc, dict) else None
-    if moved is None:
-        return None
-    new_head, records = moved
-    head_bytes = msgspec.json.encode(new_head)
-    meta = metadata_from_json(meta_json, address=Address(tid, ns, cid))
-    # Every channel's values are rows now: the row names them all (since schema
-    # 9 it named only those not kept inline), and metadata is bound to them all.
-    stored = new_head.get("channel_versions") or {}
-    text_versions = versions_to_json(stored)
-    versions = versions_from_json(text_versions)
-    sealed = reseal_metadata(crypt, meta, tid, tid, ns, cid, versions, parent)
-    text = meta_json if sealed is None else dumps_json(sealed)
-    check = row_checksum(cid, parent, head_type, head_bytes, text_versions, text, unstored)
-    blobs = [
-        (
-            *(tid, ns, v.channel, v.version, v.type, v.encoding, None, v.payload),
-            value_checksum(v.channel, v.version, v.type, v.encoding, None, v.payload),
-        )
-        for v in records
-    ]
-    return [
-        (_ADD_BLOB, blobs),
-        (
-            _UPDATE_HEAD,
-            [(head_bytes, text_versions, text, check, tid, ns, cid, head, meta_json)],
-        ),
-    ]

@@ -1,0 +1,1 @@
+"""Stored files the encryption tests read (see each test for how they were made)."""
