@@ -76,9 +76,11 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from tether.backends._sqlbase import write_checksum, write_checksum_v1
 from tether.backends._threads import BUCKET_BITS
 from tether.backends.sqlite._conn import translate_errors
 from tether.errors import (
@@ -107,6 +109,7 @@ __all__ = [
     "ensure_schema",
     "expected_shape",
     "file_state",
+    "migration_functions",
     "schema_version",
 ]
 
@@ -320,7 +323,45 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # walk still take; the version stops an older tether from writing, which
     # would look for inline values through that column and not find them.
     ("SELECT 1",),
+    # 9 -> 10: write rows are checksummed over their fields framed as one
+    # MessagePack array (`_sqlbase.write_checksum`), which a listing verifies
+    # at a third of the cost of the text framing (#19). Rows that match their
+    # old checksum get the new one; a row that does not (damaged) keeps it and
+    # stays refused. The SQL functions are the migration's own (`_CHECKSUMS`).
+    (
+        "UPDATE tether_writes SET checksum = tether_write_checksum(checkpoint_id, task_id,"
+        " task_path, idx, channel, type, encoding, value)"
+        " WHERE checksum IS NOT NULL AND checksum = tether_write_checksum_v1(checkpoint_id,"
+        " task_id, task_path, idx, channel, type, encoding, value)",
+    ),
 )
+
+
+def _or_null(fn: Callable[..., int]) -> Callable[..., int | None]:
+    """``fn`` as an SQL function: NULL (never equal) for a row it cannot hash."""
+
+    def call(*args: Any) -> int | None:
+        try:
+            return fn(*args)
+        except (AttributeError, TypeError):
+            return None
+
+    return call
+
+
+#: The Python functions the migrations call from SQL, registered on the
+#: migrating connection only.
+_CHECKSUMS: tuple[tuple[str, Callable[..., int | None]], ...] = (
+    ("tether_write_checksum", _or_null(write_checksum)),
+    ("tether_write_checksum_v1", _or_null(write_checksum_v1)),
+)
+
+
+def migration_functions(conn: sqlite3.Connection) -> None:
+    """Give a migrating connection the functions the migrations call."""
+    for name, fn in _CHECKSUMS:
+        conn.create_function(name, 8, fn, deterministic=True)
+
 
 #: The version this tether writes and reads.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -437,6 +478,7 @@ def expected_shape(version: int) -> Shape:
     """tether's tables at ``version``: what the migrations up to it create (built in memory)."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
+        migration_functions(conn)
         for step in MIGRATIONS[:version]:
             for statement in step:
                 conn.execute(statement)
@@ -633,6 +675,7 @@ def ensure_schema(
                 steps: tuple[tuple[str, ...], ...] = (CREATE,)
             else:
                 steps = MIGRATIONS[current:target]
+            migration_functions(conn)
             for step in steps:
                 for statement in step:
                     conn.execute(statement)
