@@ -76,13 +76,12 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from tether.backends._sqlbase import write_checksum, write_checksum_v1
 from tether.backends._threads import BUCKET_BITS
 from tether.backends.sqlite._conn import translate_errors
+from tether.backends.sqlite._functions import migration_functions
 from tether.errors import (
     ConfigError,
     MigrationError,
@@ -327,7 +326,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # MessagePack array (`_sqlbase.write_checksum`), which a listing verifies
     # at a third of the cost of the text framing (#19). Rows that match their
     # old checksum get the new one; a row that does not (damaged) keeps it and
-    # stays refused. The SQL functions are the migration's own (`_CHECKSUMS`).
+    # stays refused. The SQL functions are the migration's own (`_functions.py`).
     (
         "UPDATE tether_writes SET checksum = tether_write_checksum(checkpoint_id, task_id,"
         " task_path, idx, channel, type, encoding, value)"
@@ -335,32 +334,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " task_id, task_path, idx, channel, type, encoding, value)",
     ),
 )
-
-
-def _or_null(fn: Callable[..., int]) -> Callable[..., int | None]:
-    """``fn`` as an SQL function: NULL (never equal) for a row it cannot hash."""
-
-    def call(*args: Any) -> int | None:
-        try:
-            return fn(*args)
-        except (AttributeError, TypeError):
-            return None
-
-    return call
-
-
-#: The Python functions the migrations call from SQL, registered on the
-#: migrating connection only.
-_CHECKSUMS: tuple[tuple[str, Callable[..., int | None]], ...] = (
-    ("tether_write_checksum", _or_null(write_checksum)),
-    ("tether_write_checksum_v1", _or_null(write_checksum_v1)),
-)
-
-
-def migration_functions(conn: sqlite3.Connection) -> None:
-    """Give a migrating connection the functions the migrations call."""
-    for name, fn in _CHECKSUMS:
-        conn.create_function(name, 8, fn, deterministic=True)
 
 
 #: The version this tether writes and reads.
