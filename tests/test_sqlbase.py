@@ -169,12 +169,28 @@ def test_value_checksums_are_what_stored_rows_hold(
     st.one_of(st.none(), st.binary(max_size=12)),
 )
 def test_write_checksums_are_what_stored_rows_hold(fields: list[Any], payload: Any) -> None:
-    from tether.backends._sqlbase import _payload_digest, _signed, write_checksum
+    """Schema 11 on: the fields and the payload digest as one MessagePack array; before
+    it (``write_checksum_v1``, what the migration recognises): the text framing."""
+    import ormsgpack
+
+    from tether.backends._sqlbase import (
+        _payload_digest,
+        _signed,
+        write_checksum,
+        write_checksum_v1,
+    )
 
     encoding = fields[6]
     try:
         digest = _payload_digest(encoding, payload)
     except TypeError:
         return
-    want = _framed_as_specified(tuple(fields)) + digest
-    assert write_checksum(*fields, payload) == _signed(xxhash.xxh3_64_intdigest(want))
+    old = _framed_as_specified(tuple(fields)) + digest
+    assert write_checksum_v1(*fields, payload) == _signed(xxhash.xxh3_64_intdigest(old))
+    try:
+        packed = ormsgpack.packb((*fields, digest))
+    except TypeError:  # a lone surrogate, an int beyond 64 bits: only in a damaged row
+        with pytest.raises(TypeError):
+            write_checksum(*fields, payload)
+        return
+    assert write_checksum(*fields, payload) == _signed(xxhash.xxh3_64_intdigest(packed))

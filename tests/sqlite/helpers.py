@@ -127,10 +127,26 @@ def as_version(source: Path, target: Path, version: int) -> None:
         conn.execute("DETACH DATABASE src")
         if version in (7, 8):
             _versions_of_every_channel(conn)
+        if 5 <= version < 11:
+            _writes_checksummed_v1(conn)
         if version < 6:
             _heads_through_the_serializer(conn, version)
     finally:
         conn.close()
+
+
+def _writes_checksummed_v1(conn: sqlite3.Connection) -> None:
+    """Write rows as a tether of versions 5 to 10 checksummed them (the text framing)."""
+    from tether.backends._sqlbase import write_checksum_v1
+
+    rows = conn.execute(
+        "SELECT rowid, checkpoint_id, task_id, task_path, idx, channel, type, encoding, value "
+        "FROM tether_writes"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE tether_writes SET checksum = ? WHERE rowid = ?",
+        [(write_checksum_v1(*r[1:]), r[0]) for r in rows],
+    )
 
 
 def _versions_of_every_channel(conn: sqlite3.Connection) -> None:

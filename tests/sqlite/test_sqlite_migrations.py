@@ -29,6 +29,7 @@ from tether.backends.sqlite._schema import (
     SCHEMA_VERSION,
     ensure_schema,
     expected_shape,
+    migration_functions,
 )
 from tether.errors import ConfigError, SchemaVersionError
 
@@ -56,6 +57,8 @@ _OPTIONS: dict[int, dict[str, Any]] = {
     6: {"inline_primitives": False},
     7: {},
     8: {},
+    9: {},
+    10: {},
 }
 
 
@@ -71,7 +74,7 @@ def _old_store(tmp_path: Path, version: int) -> tuple[Path, list[tuple[Any, ...]
     return old, expected
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
 def test_a_populated_store_of_each_version_migrates_with_everything_equal(
     tmp_path: Path, version: int
 ) -> None:
@@ -155,6 +158,7 @@ def _structure(conn: sqlite3.Connection) -> dict[str, Any]:
 
 def test_a_new_store_is_what_the_migrations_build() -> None:
     built = sqlite3.connect(":memory:")
+    migration_functions(built)
     for group in MIGRATIONS:
         for statement in group:
             built.execute(statement)
@@ -361,3 +365,40 @@ def test_a_store_of_version_6_gets_a_thread_index_equal_to_a_scan(tmp_path: Path
         step(saver, latest.config, latest.checkpoint, {"extra": 1})
         asyncio.run(check_index(Driver(saver, "sync"), names, "a put after the migration"))
     assert user_version(old) == SCHEMA_VERSION
+
+
+def test_version_10_re_checksums_the_write_rows_that_match_and_keeps_a_damaged_one_refused(
+    tmp_path: Path,
+) -> None:
+    """10 -> 11 swaps each write row's text-framed checksum for the MessagePack-framed
+    one only where the old one matches: a row damaged before is still refused."""
+    from tether.backends._sqlbase import write_checksum, write_checksum_v1
+    from tether.errors import StorageError
+
+    old, _ = _old_store(tmp_path, 10)
+    fields = "checkpoint_id, task_id, task_path, idx, channel, type, encoding, value"
+    query = f"SELECT rowid, thread_id, checkpoint_ns, checksum, {fields} FROM tether_writes"
+    with sqlite3.connect(old) as conn:
+        rows = conn.execute(query).fetchall()
+        assert len(rows) > 3
+        assert all(r[3] == write_checksum_v1(*r[4:]) for r in rows)
+        damaged = rows[0]
+        # one flipped byte in the payload's own checksum, which the row's covers
+        # (damage past it is the payload checksum's to find, before and after)
+        conn.execute(
+            "UPDATE tether_writes SET value = ? WHERE rowid = ?",
+            (bytes([damaged[-1][0] ^ 1]) + damaged[-1][1:], damaged[0]),
+        )
+    address = {"thread_id": damaged[1], "checkpoint_ns": damaged[2], "checkpoint_id": damaged[4]}
+    with SqliteSaver(old) as saver, pytest.raises(StorageError, match="checksum"):
+        saver.get_tuple({"configurable": address})
+    assert user_version(old) == SCHEMA_VERSION
+    with sqlite3.connect(old) as conn:
+        after = conn.execute(query).fetchall()
+    assert len(after) == len(rows)
+    for r in after:
+        if r[0] == damaged[0]:
+            assert r[3] == damaged[3]  # kept: it matches neither framing
+            assert r[3] != write_checksum(*r[4:])
+        else:
+            assert r[3] == write_checksum(*r[4:])

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 import msgspec
 
@@ -322,9 +322,13 @@ def check_carried(
 # --- pending writes ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class WriteRecord:
-    """One stored pending write."""
+class WriteRecord(NamedTuple):
+    """One stored pending write.
+
+    A named tuple rather than a frozen dataclass: a listing builds one per
+    write row, and a frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field) cost as much as verifying the row.
+    """
 
     task_id: str
     task_path: str

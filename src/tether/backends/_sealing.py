@@ -16,7 +16,6 @@ import base64
 import binascii
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from tether.backends._payload import ENCRYPTED, BlobCodec, where
@@ -183,7 +182,7 @@ def reseal_write(
     enc, data = codec.rewrap(
         w.type, w.encoding, w.value, old, new, where=lambda: where(at, w.channel, w.task_id)
     )
-    return replace(w, encoding=enc, value=data)
+    return w._replace(encoding=enc, value=data)
 
 
 def reseal_metadata(
