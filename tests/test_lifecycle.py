@@ -291,3 +291,36 @@ def test_the_background_sweeper_survives_a_failing_round(tmp_path: Path) -> None
         with sqlite3.connect(path) as conn:
             conn.execute("UPDATE tether_threads SET retention = NULL")
         assert _wait_for(lambda: not saver.threads().items)
+
+
+# --- TTL batches bounded by rows -----------------------------------------------------------
+
+
+def test_ttl_batches_hold_at_most_200_checkpoints_a_large_thread_alone() -> None:
+    from tether.lifecycle import row_batches
+
+    rows = [("a", 1, 80), ("b", 1, 80), ("c", 1, 80), ("big", 1, 900), ("d", 1, 1)]
+    assert row_batches(rows) == [[("a", 1), ("b", 1)], [("c", 1)], [("big", 1)], [("d", 1)]]
+    assert row_batches([]) == []
+
+
+def test_a_ttl_sweep_of_many_checkpoints_is_several_short_transactions(tmp_path: Path) -> None:
+    """30 threads of 40 checkpoints: not one transaction of 1,200 deletions (a SQLite
+    writer would wait for all of it) but batches of at most 200."""
+    from tether.checkpoint import empty_checkpoint
+    from tether.ids import uuid6
+
+    with SqliteSaver(tmp_path / "x.db", retention=Retention(ttl=60)) as saver:
+        for t in range(30):
+            cfg: Any = make_config(f"t{t}")
+            for i in range(40):
+                ck = empty_checkpoint()
+                ck["id"] = str(uuid6())
+                ck["channel_values"] = {"step": i}
+                ck["channel_versions"] = {"step": f"{i + 1:08d}"}
+                cfg = saver.put(cfg, ck, {"step": i}, dict(ck["channel_versions"]))
+        later = datetime.now(UTC) + timedelta(hours=1)
+        report = saver.sweep(now=later, batch=100)
+        assert (report.threads, report.checkpoints) == (30, 1200)
+        assert report.batches == 6  # 5 threads of 40 each
+        assert saver.threads().items == []

@@ -38,6 +38,7 @@ from tether.lifecycle import (
     keep_count,
     may_prune,
     micros,
+    row_batches,
     stored_policy,
     ttl_cutoff,
 )
@@ -122,7 +123,9 @@ async def asweep(
         page = await saver.athreads(
             updated_before=from_micros(cutoff), order="-updated", limit=batch, cursor=cursor
         )
-        await expire([(row.thread_id, cutoff) for row in page if row.thread_id not in own])
+        rows = [(r.thread_id, cutoff, r.checkpoints) for r in page if r.thread_id not in own]
+        for part in row_batches(rows):
+            await expire(part)
         cursor = page.next_cursor
         if cursor is None:
             break

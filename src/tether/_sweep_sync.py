@@ -40,6 +40,7 @@ from tether.lifecycle import (
     keep_count,
     may_prune,
     micros,
+    row_batches,
     stored_policy,
     ttl_cutoff,
 )
@@ -124,7 +125,9 @@ def sweep(
         page = saver.threads(
             updated_before=from_micros(cutoff), order="-updated", limit=batch, cursor=cursor
         )
-        expire([(row.thread_id, cutoff) for row in page if row.thread_id not in own])
+        rows = [(r.thread_id, cutoff, r.checkpoints) for r in page if r.thread_id not in own]
+        for part in row_batches(rows):
+            expire(part)
         cursor = page.next_cursor
         if cursor is None:
             break

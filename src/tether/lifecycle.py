@@ -296,6 +296,32 @@ def may_prune(policy: Retention, checkpoints: int, created: int, now: int) -> bo
     return policy.keep_within is not None or checkpoints > (policy.keep_last or 1)
 
 
+#: The most checkpoints one TTL batch deletes in its transaction (a thread
+#: larger than this goes alone): a writer waits for a batch on SQLite, whose
+#: writes are serialized, so a batch is bounded by rows, not only threads
+#: (one batch of 100 threads x 20 checkpoints made a writer wait up to ~40 ms).
+MAX_BATCH_CHECKPOINTS = 200
+
+
+def row_batches(
+    rows: Sequence[tuple[str, int, int]], limit: int = MAX_BATCH_CHECKPOINTS
+) -> list[list[tuple[str, int]]]:
+    """``(thread_id, cutoff, checkpoints)`` rows as batches of ``(thread_id, cutoff)``
+    holding at most ``limit`` checkpoints each (a larger thread makes a batch alone)."""
+    out: list[list[tuple[str, int]]] = []
+    current: list[tuple[str, int]] = []
+    size = 0
+    for tid, cutoff, n in rows:
+        if current and size + n > limit:
+            out.append(current)
+            current, size = [], 0
+        current.append((tid, cutoff))
+        size += n
+    if current:
+        out.append(current)
+    return out
+
+
 def check_sweep_args(batch: Any, max_seconds: Any) -> tuple[int, float | None]:
     """Validated ``sweep(batch=, max_seconds=)``; a :class:`ConfigError` names the bad one."""
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10_000:

@@ -46,7 +46,7 @@ RETENTION_SET = "UPDATE tether_threads SET retention = ?2 WHERE thread_id = ?1"
 
 #: Pages an incremental vacuum gives back per transaction: the write lock is
 #: held for one step only, so writers wait for a step, not for the whole file.
-VACUUM_STEP = 2_048
+VACUUM_STEP = 512
 
 
 def due_rows(
