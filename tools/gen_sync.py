@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # (async source, generated sync target)
 PAIRS: list[tuple[str, str]] = [
     ("src/tether/backends/postgres/_async.py", "src/tether/backends/postgres/_sync.py"),
+    ("src/tether/backends/postgres/_group_async.py", "src/tether/backends/postgres/_group_sync.py"),
     ("src/tether/graph/_persist_async.py", "src/tether/graph/_persist_sync.py"),
     ("src/tether/graph/_loop_async.py", "src/tether/graph/_loop_sync.py"),
     ("src/tether/graph/_pregel_async.py", "src/tether/graph/_pregel_sync.py"),

@@ -18,7 +18,9 @@ import psycopg
 import pytest
 
 from tether import PostgresSaver
-from tether.backends.postgres._group import AsyncGroupCommit, GroupCommit, Write
+from tether.backends.postgres._group import Write
+from tether.backends.postgres._group_async import AsyncGroupCommit
+from tether.backends.postgres._group_sync import GroupCommit
 from tether.checkpoint import empty_checkpoint, make_config
 from tether.errors import StorageError
 from tether.ids import uuid6

@@ -26,22 +26,22 @@ Deadlocks. A batch runs its writes ordered by thread id (a stable sort: one
 thread's writes keep their order, as a tail must follow its snapshot), so two
 batches lock the rows of their threads in the same order.
 
-The async and sync groups are the same algorithm over ``asyncio.Condition``
-and ``threading.Condition``; :func:`take` is their shared part.
+The group itself is :class:`~tether.backends.postgres._group_async.AsyncGroupCommit`,
+written by hand, and its sync twin ``_group_sync.GroupCommit`` is generated
+from it by ``tools/gen_sync.py`` (the same algorithm over ``asyncio.Condition``
+and ``threading.Condition``); this module holds what both use.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.errors import StorageError
 
-__all__ = ["AsyncGroupCommit", "GroupCommit", "Write", "interrupted", "ordered", "take"]
+__all__ = ["MAX_BATCH", "Write", "interrupted", "ordered", "take"]
 
 #: The most writes one transaction takes.
 MAX_BATCH = 64
@@ -91,106 +91,3 @@ def take(queue: deque[Write], limit: int = MAX_BATCH) -> list[Write]:
 def ordered(batch: Sequence[Write]) -> list[Write]:
     """``batch`` in the order it runs: by thread id, each thread's writes in order."""
     return sorted(batch, key=lambda w: w.thread_id)
-
-
-class AsyncGroupCommit:
-    """Group commit for the async core (see the module doc)."""
-
-    def __init__(self, writers: int, max_batch: int = MAX_BATCH) -> None:
-        self._writers = writers
-        self._max_batch = max_batch
-        self._queue: deque[Write] = deque()
-        self._leading = 0
-        self._cond = asyncio.Condition()
-
-    async def run(
-        self,
-        write: Write,
-        alone: Callable[[Write], Awaitable[Any]],
-        together: Callable[[Sequence[Write]], Awaitable[None]],
-    ) -> Any:
-        """Run ``write`` (alone, or in a batch with others) and return its row.
-
-        ``alone`` runs one write and returns its row or raises; ``together``
-        runs a batch and settles every write of it.
-        """
-        async with self._cond:
-            self._queue.append(write)
-        while True:
-            async with self._cond:
-                try:
-                    while not write.done and (write.taken or self._leading >= self._writers):
-                        await self._cond.wait()
-                except asyncio.CancelledError:
-                    # The caller gave up while its write waited: a write no
-                    # leader took yet is not run at all.
-                    if not write.taken:
-                        self._queue.remove(write)
-                    raise
-                if write.done:
-                    return write.outcome()
-                self._leading += 1
-                batch = take(self._queue, self._max_batch)
-            try:
-                if len(batch) == 1:
-                    (only,) = batch
-                    try:
-                        only.settle(await alone(only))
-                    except BaseException as exc:  # its caller's, raised by outcome()
-                        only.settle(error=exc)
-                else:
-                    await together(batch)
-            finally:
-                for w in batch:
-                    if not w.done:
-                        w.settle(error=interrupted(w))
-                async with self._cond:
-                    self._leading -= 1
-                    self._cond.notify_all()
-            # Not done: the queue was longer than a batch, and this leader's own
-            # write is still in it; wait for it like a follower.
-
-
-class GroupCommit:
-    """Group commit for the sync core: :class:`AsyncGroupCommit` over threads."""
-
-    def __init__(self, writers: int, max_batch: int = MAX_BATCH) -> None:
-        self._writers = writers
-        self._max_batch = max_batch
-        self._queue: deque[Write] = deque()
-        self._leading = 0
-        self._cond = threading.Condition()
-
-    def run(
-        self,
-        write: Write,
-        alone: Callable[[Write], Any],
-        together: Callable[[Sequence[Write]], None],
-    ) -> Any:
-        """Run ``write`` (alone, or in a batch with others) and return its row."""
-        with self._cond:
-            self._queue.append(write)
-        while True:
-            with self._cond:
-                while not write.done and (write.taken or self._leading >= self._writers):
-                    self._cond.wait()
-                if write.done:
-                    return write.outcome()
-                self._leading += 1
-                batch = take(self._queue, self._max_batch)
-            try:
-                if len(batch) == 1:
-                    (only,) = batch
-                    try:
-                        only.settle(alone(only))
-                    except BaseException as exc:  # its caller's, raised by outcome()
-                        only.settle(error=exc)
-                else:
-                    together(batch)
-            finally:
-                for w in batch:
-                    if not w.done:
-                        w.settle(error=interrupted(w))
-                with self._cond:
-                    self._leading -= 1
-                    self._cond.notify_all()

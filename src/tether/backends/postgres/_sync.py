@@ -76,7 +76,8 @@ from tether.backends.postgres._codec import (
     write_records,
 )
 from tether.backends.postgres._errors import is_retryable, translate
-from tether.backends.postgres._group import GroupCommit, Write, ordered
+from tether.backends.postgres._group import Write, ordered
+from tether.backends.postgres._group_sync import GroupCommit
 from tether.backends.postgres._leases import (
     LeaseRegistry,
     lost_lease,

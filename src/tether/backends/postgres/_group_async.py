@@ -1,0 +1,84 @@
+"""Group commit's leader and followers (#19, goal 8): see :mod:`tether.backends.postgres._group`.
+
+``_group_async.py`` is written by hand; ``_group_sync.py`` is generated from it
+by ``tools/gen_sync.py``, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from tether.backends.postgres._group import MAX_BATCH, Write, interrupted, take
+
+__all__ = ["AsyncGroupCommit"]
+
+
+class AsyncGroupCommit:
+    """Group commit for the async core (see :mod:`tether.backends.postgres._group`)."""  # ASYNC
+
+    """Group commit for the sync core (see :mod:`tether.backends.postgres._group`)."""
+
+    def __init__(self, writers: int, max_batch: int = MAX_BATCH) -> None:
+        self._writers = writers
+        self._max_batch = max_batch
+        self._queue: deque[Write] = deque()
+        self._leading = 0
+        if True:  # ASYNC
+            self._cond = asyncio.Condition()
+        else:
+            self._cond = threading.Condition()
+
+    async def run(
+        self,
+        write: Write,
+        alone: Callable[[Write], Awaitable[Any]],
+        together: Callable[[Sequence[Write]], Awaitable[None]],
+    ) -> Any:
+        """Run ``write`` (alone, or in a batch with others) and return its row.
+
+        ``alone`` runs one write and returns its row or raises; ``together``
+        runs a batch and settles every write of it.
+        """
+        async with self._cond:
+            self._queue.append(write)
+        while True:
+            async with self._cond:
+                if True:  # ASYNC
+                    try:
+                        while not write.done and (write.taken or self._leading >= self._writers):
+                            await self._cond.wait()
+                    except asyncio.CancelledError:
+                        # The caller gave up while its write waited: a write no
+                        # leader took yet is not run at all.
+                        if not write.taken:
+                            self._queue.remove(write)
+                        raise
+                else:
+                    while not write.done and (write.taken or self._leading >= self._writers):
+                        self._cond.wait()
+                if write.done:
+                    return write.outcome()
+                self._leading += 1
+                batch = take(self._queue, self._max_batch)
+            try:
+                if len(batch) == 1:
+                    (only,) = batch
+                    try:
+                        only.settle(await alone(only))
+                    except BaseException as exc:  # its caller's, raised by outcome()
+                        only.settle(error=exc)
+                else:
+                    await together(batch)
+            finally:
+                for w in batch:
+                    if not w.done:
+                        w.settle(error=interrupted(w))
+                async with self._cond:
+                    self._leading -= 1
+                    self._cond.notify_all()
+            # Not done: the queue was longer than a batch, and this leader's own
+            # write is still in it; wait for it like a follower.
