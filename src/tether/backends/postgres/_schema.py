@@ -196,33 +196,36 @@ def state_query(writes: str, runnable: str) -> str:
               FROM ({writes}) x) w)"""  # noqa: S608 -- fixed fragments of this package
 
 
+def _in_function(writes: str) -> str:
+    """:func:`state_query` over ``writes`` (which names ``{schema}``), with the
+    braces escaped so that the function text below can be ``.format``-ted."""
+    text = state_query(writes, "p_runnable")
+    return text.replace("{", "{{").replace("}", "}}").replace("{{schema}}", "{schema}")
+
+
+_STORED_WRITES = (
+    "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
+    "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint"
+)
+
 # Version 15's status function (replaced by THREAD_STATUS in version 16, which
 # drops it): the status of a root checkpoint from its stored write rows.
 THREAD_STATE = f"""CREATE OR REPLACE FUNCTION {{schema}}.tether_thread_state(
     p_thread TEXT, p_checkpoint TEXT, p_runnable BOOLEAN) RETURNS TEXT
 LANGUAGE plpgsql STABLE AS $fn$
 BEGIN
-    RETURN {
-    state_query(
-        "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
-        "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint",
-        "p_runnable",
-    )
-    .replace("{", "{{")
-    .replace("}", "}}")
-    .replace("{{schema}}", "{schema}")
-};
+    RETURN {_in_function(_STORED_WRITES)};
 END
-$fn$"""  # noqa: S608 -- fixed fragments of this module
+$fn$"""
 
 # The status of a root checkpoint as a put or put_writes sets it (version 16):
 # its write rows as they are when the function runs, plus the calling
 # put_writes' own (``p_task``, ``p_channels``; NULL for a put). VOLATILE on
 # purpose: Postgres gives each query of a volatile function a fresh snapshot,
 # and the statements call it where the thread's index row is already locked
-# (an ON CONFLICT DO UPDATE's SET, or an UPDATE's SET, which Postgres
-# evaluates again on the newest row version after waiting for a concurrent
-# writer). So it sees every write committed by the put or put_writes that
+# (the SET of the put's and of put_writes' ON CONFLICT DO UPDATE, which
+# Postgres evaluates on the newest row version, after waiting for a
+# concurrent writer). So it sees every write committed by the put or put_writes that
 # held the row before, without a lock statement and a transaction of its own
 # (#15: those doubled a put's cost). STABLE, it would use the calling
 # statement's snapshot and miss them (LangGraph's async durability races a
@@ -236,17 +239,7 @@ BEGIN
         AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint) THEN
         RETURN CASE WHEN p_runnable THEN 'pending' ELSE 'idle' END;
     END IF;
-    RETURN {
-    state_query(
-        "SELECT task_id, channel FROM {schema}.tether_writes WHERE thread_id = p_thread "
-        "AND checkpoint_ns = '' AND checkpoint_id = p_checkpoint "
-        "UNION ALL SELECT p_task, c FROM unnest(p_channels) c",
-        "p_runnable",
-    )
-    .replace("{", "{{")
-    .replace("}", "}}")
-    .replace("{{schema}}", "{schema}")
-};
+    RETURN {_in_function(_STORED_WRITES + " UNION ALL SELECT p_task, c FROM unnest(p_channels) c")};
 END
 $fn$"""  # noqa: S608 -- fixed fragments of this module
 
