@@ -5,13 +5,16 @@
 Two workloads, on SQLite and Postgres (``TETHER_BENCH_PG_DSN``, else
 ``TETHER_TEST_PG_DSN``, else the local test server; skipped when unreachable):
 
-* **put cost before/after.** W2's puts (many threads of 5 small checkpoints,
-  :func:`bench._workloads.w2_puts`) timed in a child process running this
-  tree (with the index) and one running the commit before it
-  (``TETHER_BENCH_BASELINE``, a ``src`` directory; by default the branch's
-  merge base with ``main``, extracted with ``git archive``), alternated round by
-  round so that neither meets a quieter machine. Median seconds per put of
-  each round, then the median of the rounds.
+* **put cost with and without the index.** The same tree in child
+  processes, one keeping the index and one with its statements replaced by
+  no-ops that bind the same parameters (and ``plan_index`` by a constant),
+  alternated round by round so that neither meets a quieter machine; median
+  seconds per put (or step, or invoke) of each round, then the median of the
+  rounds. Three workloads: W2's puts of tiny states (many threads of 5 small
+  checkpoints, :func:`bench._workloads.w2_puts`: the worst case, where the
+  index row is a large part of what a put writes), W1's put + put_writes of a
+  growing chat, and a LangGraph chat graph of dict messages (10 invokes per
+  thread, durability ``sync``).
 * **first page of 50 of 100,000 threads.** ``threads(limit=50)`` (and with
   ``status="interrupted"``, and a page after a cursor) against what the
   official savers offer: ``list(None)`` read until 50 distinct threads were
@@ -45,49 +48,112 @@ DSN = os.environ.get(
     os.environ.get("TETHER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test"),
 )
 
-# A child process: W2 puts on one backend; prints the median seconds per put.
+# A child process: one workload on one backend, with the thread index kept
+# ("on") or with its statements replaced by no-ops of the same parameters and
+# plan_index by a constant ("off": the same tree, so the difference is the
+# index and nothing else); prints the median seconds per put or per invoke.
 _CHILD = r"""
-import statistics, sys, tempfile, uuid
+import statistics, sys, tempfile, time, uuid
 sys.path.insert(0, sys.argv[1])
-sys.path.insert(0, sys.argv[2])
-from bench._workloads import w2_puts
-backend, threads = sys.argv[3], int(sys.argv[4])
-if backend == "sqlite":
-    from tether import SqliteSaver
-    tmp = tempfile.mkdtemp()
-    saver = SqliteSaver(tmp + "/w2.db")
+from bench._workloads import w1_steps, w2_puts
+mode, backend, work, n, dsn = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6]
+if mode == "off":
+    from tether.backends._threads import IndexPut
+    off = IndexPut(True, None, False, {}, 0)
+    if backend == "sqlite":
+        import tether.backends.sqlite._saver as S
+        S.INDEX_PUT_FAST = S.INDEX_PUT = "SELECT ?11"
+        S.INDEX_WRITES_FAST = S.INDEX_WRITES = "SELECT ?5"
+        S.plan_index = lambda *a: off
+    else:
+        import tether.backends.postgres._async as A, tether.backends.postgres._sync as Y
+        from tether.backends.postgres._sql import Statements
+        used = ("%(ix_now)s::bigint IS NOT NULL AND %(ix_bytes)s::bigint IS NOT NULL "
+                "AND %(ix_root)s::boolean IS NOT NULL AND %(ix_ts)s::text IS NOT NULL "
+                "AND %(ix_runnable)s::boolean IS NOT NULL")
+        def no_put(self, *, resolved):
+            cands = " AND %(ix_candidates)s::text[] IS NOT NULL" if resolved else ""
+            return f"SELECT 1 FROM cp_row WHERE {used}{cands}"
+        def no_writes(self, *, special, gate=""):
+            return "SELECT 1 WHERE %(ix_now)s::bigint IS NOT NULL AND %(ix_bytes)s::bigint IS NOT NULL"
+        Statements._index_put = no_put
+        Statements._index_writes = no_writes
+        A.plan_index = Y.plan_index = lambda *a: off
+schema = "bt_" + uuid.uuid4().hex[:12]
+if work == "invoke":
+    from bench.bench_langgraph import _graph, _message
+    if backend == "sqlite":
+        from tether.langgraph import SqliteSaver
+        saver = SqliteSaver(tempfile.mkdtemp() + "/lg.db")
+    else:
+        from tether.langgraph import PostgresSaver
+        ctx = PostgresSaver.from_conn_string(dsn, schema=schema)
+        saver = ctx.__enter__()
+        saver.setup()
+    graph = _graph(saver, "dict")
+    per = []
+    for t in range(n):
+        cfg = {"configurable": {"thread_id": f"lg-{t}"}}
+        for i in range(10):
+            t0 = time.perf_counter()
+            graph.invoke({"messages": [_message("dict", i)]}, cfg, durability="sync")
+            per.append(time.perf_counter() - t0)
+    saver = saver.saver
 else:
-    import psycopg
-    from tether import PostgresSaver
-    schema = "bt_" + uuid.uuid4().hex[:12]
-    saver = PostgresSaver.from_conn_string(sys.argv[5], schema=schema)
-    saver.setup()
-per = [s / 5 for s in w2_puts(saver, threads)]
+    if backend == "sqlite":
+        from tether import SqliteSaver
+        saver = SqliteSaver(tempfile.mkdtemp() + "/w.db")
+    else:
+        from tether import PostgresSaver
+        saver = PostgresSaver.from_conn_string(dsn, schema=schema)
+        saver.setup()
+    if work == "w2":
+        per = [s / 5 for s in w2_puts(saver, n)]
+    else:
+        per = list(w1_steps(saver, n))
 print(statistics.median(per))
 saver.close()
 if backend != "sqlite":
-    with psycopg.connect(sys.argv[5], autocommit=True) as c:
+    import psycopg
+    with psycopg.connect(dsn, autocommit=True) as c:
         c.execute(f'DROP SCHEMA "{schema}" CASCADE')
 """
 
+#: What each put-cost workload times: W2 puts of tiny states (the worst case:
+#: the index row is a large part of what a put writes), W1's put + put_writes
+#: of a growing chat, and a LangGraph chat graph's invoke (3 puts, 2 put_writes
+#: and a read each, 10 invokes per thread).
+_WORKLOADS = {
+    "w2": ("put (W2, {n} threads x 5)", "us per put"),
+    "w1": ("put + put_writes (W1 chat, N={n})", "us per step"),
+    "invoke": ("LangGraph dict chat invoke, sync ({n} threads x 10)", "us per invoke"),
+}
 
-def _before_index() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=HERE, capture_output=True, text=True, check=True
-        ).stdout.strip()
 
-    index = "src/tether/backends/_threads.py"
-    for commit in git("rev-list", "--first-parent", "HEAD").split():
-        parent = git("rev-list", "--max-count=1", "--skip=1", "--first-parent", commit)
-        if not parent:
-            break
-        has = subprocess.run(
-            ["git", "cat-file", "-e", f"{parent}:{index}"], cwd=HERE, capture_output=True
-        )
-        if has.returncode != 0:  # the parent has no index: this commit brought it in
-            return parent
-    raise RuntimeError(f"no commit before {index} in this history; set TETHER_BENCH_BASELINE")
+def put_cost(backend: str, work: str, n: int, rounds: int) -> dict[str, Any]:
+    """Median seconds per put (or step, or invoke) with the index and without it."""
+    got: dict[str, list[float]] = {"on": [], "off": []}
+    for r in range(rounds):
+        for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
+            out = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(HERE), mode, backend, work, str(n), DSN],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "PYTHONPATH": str(HERE / "src")},
+            )
+            got[mode].append(float(out.stdout.strip().splitlines()[-1]))
+    before = statistics.median(got["off"]) * 1e6
+    after = statistics.median(got["on"]) * 1e6
+    workload, metric = _WORKLOADS[work]
+    return {
+        "backend": backend,
+        "workload": f"{workload.format(n=n)}, {rounds} rounds",
+        "metric": metric,
+        "before": round(before, 1),
+        "after": round(after, 1),
+        "extra": f"{(after / before - 1) * 100:+.1f}%",
+    }
 
 
 def _pg_ok() -> bool:
@@ -98,49 +164,6 @@ def _pg_ok() -> bool:
     except Exception:
         return False
     return True
-
-
-def _baseline(tmp: str) -> str:
-    """The tree to compare with: TETHER_BENCH_BASELINE (a ``src`` directory), else
-    the newest commit of this history without the index: the first parent of
-    the first-parent commit that added ``backends/_threads.py`` (on main, the
-    merge that brought the index in)."""
-    given = os.environ.get("TETHER_BENCH_BASELINE")
-    if given:
-        return given
-    base = _before_index()
-    archive = subprocess.run(
-        ["git", "archive", base, "src"], cwd=HERE, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-    return str(Path(tmp) / "src")
-
-
-def put_cost(backend: str, threads: int, rounds: int, baseline: str) -> dict[str, Any]:
-    """Median seconds per put with the index (this tree) and without (the baseline)."""
-    sides = {"after": str(HERE / "src"), "before": baseline}
-    got: dict[str, list[float]] = {name: [] for name in sides}
-    for r in range(rounds):
-        order = list(sides) if r % 2 == 0 else list(sides)[::-1]
-        for name in order:
-            out = subprocess.run(
-                [sys.executable, "-c", _CHILD, sides[name], str(HERE), backend, str(threads), DSN],
-                capture_output=True,
-                text=True,
-                check=True,
-                env={**os.environ, "PYTHONPATH": ""},
-            )
-            got[name].append(float(out.stdout.strip().splitlines()[-1]))
-    before = statistics.median(got["before"]) * 1e6
-    after = statistics.median(got["after"]) * 1e6
-    return {
-        "backend": backend,
-        "workload": f"put (W2, {threads} threads x 5), {rounds} rounds",
-        "metric": "us per put",
-        "before": round(before, 1),
-        "after": round(after, 1),
-        "extra": f"{(after / before - 1) * 100:+.1f}%",
-    }
 
 
 def _first_threads(saver: Any, n: int) -> list[str]:
@@ -310,11 +333,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     n = 10_000 if quick else 100_000
     threads, rounds = (100, 3) if quick else (400, 7)
     pg = _pg_ok()
+    sizes = {"w2": threads, "w1": 300, "invoke": 10 if quick else 20}
+    rows: list[dict[str, Any]] = []
+    for backend in ("sqlite", "postgres") if pg else ("sqlite",):
+        for work, size in sizes.items():
+            size = size // 2 if backend == "postgres" and work == "w2" else size
+            rows.append(put_cost(backend, work, size, rounds))
     with tempfile.TemporaryDirectory() as tmp:
-        baseline = _baseline(tmp)
-        rows: list[dict[str, Any]] = [put_cost("sqlite", threads, rounds, baseline)]
-        if pg:
-            rows.append(put_cost("postgres", threads // 2, rounds, baseline))
         rows += _sqlite_listing(tmp, n, 15)
     if pg:
         rows += _pg_listing(n, 15)
