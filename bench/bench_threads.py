@@ -75,7 +75,8 @@ if mode == "off":
             cands = " AND %(ix_candidates)s::text[] IS NOT NULL" if resolved else ""
             return f"SELECT 1 FROM cp_row WHERE {used}{cands}"
         def no_writes(self, *, special, gate=""):
-            return "SELECT 1 WHERE %(ix_now)s::bigint IS NOT NULL AND %(ix_bytes)s::bigint IS NOT NULL"
+            return ("SELECT 1 WHERE %(ix_now)s::bigint IS NOT NULL "
+                    "AND %(ix_bytes)s::bigint IS NOT NULL")
         Statements._index_put = no_put
         Statements._index_writes = no_writes
         A.plan_index = Y.plan_index = lambda *a: off
