@@ -8,12 +8,14 @@ ratio above 1 means tether is faster (or smaller).
 
     python -m bench [--quick] [serde memory sqlite postgres runtime langgraph scale threads
                      lifecycle]
+    python -m bench --big lifecycle    (a module's large mode, where it has one: run(big=True))
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import platform
 import sys
@@ -56,15 +58,20 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument(
+        "--big", action="store_true", help="the large mode of the modules named (lifecycle)"
+    )
     parser.add_argument("only", nargs="*", help=f"modules to run (of {', '.join(MODULES)})")
     args = parser.parse_args()
     unknown = [m for m in args.only if m not in MODULES]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {MODULES}")
+    if args.big and not args.only:
+        parser.error("--big takes the modules to run in their large mode (e.g. lifecycle)")
     RESULTS.mkdir(exist_ok=True)
     report = [
         f"# tether benchmarks ({time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, "
-        f"{platform.machine()}, quick={args.quick})",
+        f"{platform.machine()}, quick={args.quick}, big={args.big})",
     ]
     failed = []
     for name in args.only or MODULES:
@@ -75,7 +82,9 @@ def main() -> int:
             continue
         print(f"== {name}", file=sys.stderr, flush=True)
         try:
-            rows = mod.run(quick=args.quick)
+            if args.big and "big" not in inspect.signature(mod.run).parameters:
+                raise ValueError(f"bench_{name} has no large mode (--big)")
+            rows = mod.run(quick=args.quick, **({"big": True} if args.big else {}))
         except Exception as exc:  # report and go on: one broken bench must not hide the rest
             failed.append(name)
             print(f"{name} failed: {exc!r}", file=sys.stderr)

@@ -26,6 +26,32 @@ the local test server; skipped when unreachable):
   plain ``VACUUM`` of both schemas each day, as autovacuum would do).
   The official savers have no sweep, so there is no throughput to set beside
   ours; their size is the comparison.
+
+**The large mode** (``python -m bench --big lifecycle``, or ``python -m
+bench.bench_lifecycle --big``; results in ``bench/results/lifecycle_big.json``)
+measures the issue's row at its size: 1,000,000 checkpoints in 10,000 threads
+(chats of 100 turns of about 100 bytes, a write per turn: about 113 kB per
+thread as the index counts it), on SQLite and Postgres:
+
+* **the store.** One chat is written through the saver with the index's
+  clock a month back (so every thread is past a 7-day TTL and its grace),
+  then copied under 9,999 random ids by set-based SQL (``bench/_bulk.py``:
+  one ``INSERT ... SELECT`` per table, rows interleaved across threads as
+  concurrent conversations leave them); a copy is checked against
+  ``copy_thread``'s on the store. A dry run first says what is due.
+* **segments in turns** until the sweep is done, each ``SEGMENT`` (4) seconds:
+  the writer alone (W2 puts into new threads), a ``sweep(max_seconds=4)``
+  with the writer running, a ``sweep(max_seconds=4)`` alone; the next sweep
+  goes on where the last stopped, so every kind of segment sees the store at
+  every size. Checkpoints deleted per second, alone and with the writer
+  (total over the segments, and the range of the segments' rates); writer
+  p50/p99 per segment, median of the segments with the range.
+* once with ``Retention(ttl=7 days)`` (whole threads) and once, on a fresh
+  store, with ``Retention(keep_last=2, grace=1 day)`` (each thread read and
+  pruned to 2 checkpoints: 980,000 deleted); then a dry run must find
+  nothing left, and the sweeps must have deleted what the first dry run said.
+
+``--quick --big`` runs the same on 500 threads, for a smoke run.
 """
 
 from __future__ import annotations
@@ -67,14 +93,16 @@ def _pg_ok() -> bool:
         return False
 
 
-def chat_thread(saver: Any, thread_id: str, steps: int) -> None:
+def chat_thread(
+    saver: Any, thread_id: str, steps: int, message: Callable[[int], Any] = _message
+) -> None:
     """A chat of ``steps`` turns: a growing message list, a step counter, a write per turn."""
     cfg: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     prev = None
     messages: list[dict[str, Any]] = []
     for i in range(steps):
         ckpt = _checkpoint(prev)
-        messages = [*messages, _message(i)]
+        messages = [*messages, message(i)]
         nv = _advance(saver, ckpt, {"messages": messages, "step": i})
         cfg = saver.put(cfg, ckpt, {"source": "loop", "step": i, "parents": {}}, nv)
         saver.put_writes(cfg, [("step", i)], f"task-{i}")
@@ -324,7 +352,177 @@ def _month_savers(
         admin.close()
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
+# --- 1M checkpoints in 10,000 threads (--big) ------------------------------------------------
+
+BIG_THREADS, BIG_STEPS = 10_000, 100
+#: Seconds of one segment of the big run (writer alone / sweep + writer / sweep alone).
+SEGMENT = 4.0
+
+
+def short_message(i: int) -> dict[str, Any]:
+    """A chat turn of about 100 bytes (the big store's: 1M of W1's 500-byte turns would
+    make a store of several GB on a shared machine)."""
+    return {"type": "ai" if i % 2 else "human", "id": f"m-{i:04d}", "content": f"turn {i} " * 8}
+
+
+@contextmanager
+def _clock_at(saver: Any, micros: int) -> Iterator[None]:
+    """The thread index's clock stopped at ``micros`` (a store written a month ago)."""
+    target = saver._sync_core() if hasattr(saver, "_sync_core") else saver
+    before = target._clock
+    target._clock = lambda: micros
+    try:
+        yield
+    finally:
+        target._clock = before
+
+
+@contextmanager
+def big_store(
+    backend: str, tmp: str, threads: int, steps: int
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """A store of ``threads`` chats of ``steps`` checkpoints, all last active 30 days ago.
+
+    One chat is written by the saver (its index clock set a month back), then
+    its rows are copied under ``threads - 1`` random ids by set-based SQL
+    (:mod:`bench._bulk`), which is checked against ``copy_thread`` on the store.
+    """
+    from bench import _bulk
+
+    ago = int((datetime.datetime.now(datetime.UTC) - 30 * DAY).timestamp() * 1_000_000)
+    ids = _bulk.new_ids(threads)
+    with sqlite_saver(tmp) if backend == "sqlite" else pg_saver() as saver:
+        t0 = time.perf_counter()
+        with _clock_at(saver, ago):
+            chat_thread(saver, ids[0], steps, short_message)
+        if backend == "sqlite":
+            path = saver._conns.where
+            _bulk.sqlite_copy(path, ids[0], ids[1:])
+            rows = _bulk.sqlite_rows(path)
+        else:
+            schema = saver._sync_core()._sql.schema
+            _bulk.pg_copy(DSN, schema, ids[0], ids[1:])
+            rows = _bulk.pg_rows(DSN, schema)
+        load = time.perf_counter() - t0
+        _bulk.check_copies(saver, ids[0], ids[-1], rows)
+        summary = saver.threads(limit=1).items[0]
+        info = {"load s": round(load, 1), "bytes per thread": summary.bytes}
+        yield saver, info
+
+
+def _segments(
+    saver: Any, tag: str, segment: float
+) -> tuple[dict[str, list[tuple[float, int, float]]], dict[str, list[list[float]]]]:
+    """Segments in turns until the sweep is done: the writer alone, the sweep with the
+    writer, the sweep alone, each ``segment`` seconds (a sweep segment is one
+    ``sweep(max_seconds=segment)``). Sweep segments: (seconds, checkpoints, batches);
+    writer segments: each put's seconds."""
+    sweeps: dict[str, list[tuple[float, int, float]]] = {"with writer": [], "alone": []}
+    writes: dict[str, list[list[float]]] = {"alone": [], "while sweeping": []}
+    finished = False
+    turn = 0
+    while not finished:
+        case = ("writer", "both", "sweep")[turn % 3]
+        name = f"{tag}-{turn}"
+        turn += 1
+        if case == "writer":
+            deadline = time.monotonic() + segment
+            writes["alone"].append(_writer(saver, name, lambda d=deadline: time.monotonic() > d))
+            continue
+        out: list[Any] = []
+        done = threading.Event()
+
+        def sweep(o: list[Any] = out, e: threading.Event = done) -> None:
+            try:
+                t0 = time.perf_counter()
+                o.append(saver.sweep(batch=100, max_seconds=segment))
+                o.append(time.perf_counter() - t0)
+            finally:
+                e.set()
+
+        if case == "both":
+            worker = threading.Thread(target=sweep)
+            worker.start()
+            writes["while sweeping"].append(_writer(saver, name, done.is_set))
+            worker.join()
+        else:
+            sweep()
+        report, seconds = out
+        sweeps["with writer" if case == "both" else "alone"].append(
+            (seconds, report.checkpoints, report.batches)
+        )
+        finished = report.finished
+    return sweeps, writes
+
+
+def big_rows(
+    backend: str, tmp: str, threads: int, steps: int, segment: float
+) -> list[dict[str, Any]]:
+    """The 1M rows of one backend: TTL and keep_last, each on a fresh big store."""
+    rows: list[dict[str, Any]] = []
+    for name, policy in (
+        ("TTL 7 days: whole threads", Retention(ttl=7 * DAY)),
+        ("keep_last=2: live threads pruned", Retention(keep_last=2, grace=DAY)),
+    ):
+        with big_store(backend, tmp, threads, steps) as (saver, info):
+            saver.retention = policy
+            dry = saver.sweep(dry_run=True)
+            sweeps, writes = _segments(saver, f"w-{name[:3]}", segment)
+            left = saver.sweep(dry_run=True)
+        deleted = sum(n for part in sweeps.values() for _, n, _ in part)
+        if deleted != dry.checkpoints or left.checkpoints:  # the dry run said so, and all went
+            raise AssertionError(f"swept {deleted}, dry run said {dry}, left {left}")
+        label = f"{threads:,} threads x {steps} ({threads * steps:,} checkpoints)"
+        row: dict[str, Any] = {
+            "workload": f"sweep {name}, {label}",
+            "backend": backend,
+            **info,
+            "checkpoints deleted": deleted,
+        }
+        for case, parts in sweeps.items():
+            if parts:
+                rate = [n / s for s, n, _ in parts if n]
+                row[f"checkpoints/s {case}"] = round(
+                    sum(n for _, n, _ in parts) / sum(s for s, _, _ in parts)
+                )
+                row[f"segment rate range {case}"] = f"{min(rate):,.0f}-{max(rate):,.0f}"
+        rows.append(row)
+        for case, parts in writes.items():
+            kept = [t for t in parts if t]
+            p50 = [_pct(t, 0.5) for t in kept]
+            p99 = [_pct(t, 0.99) for t in kept]
+            rows.append(
+                {
+                    "workload": f"writer put latency, {case} ({name}, {label})",
+                    "backend": backend,
+                    "segments": len(kept),
+                    "puts": sum(len(t) for t in kept),
+                    "p50 ms": round(statistics.median(p50), 3),
+                    "p99 ms": round(statistics.median(p99), 3),
+                    "p99 range ms": f"{min(p99):.2f}-{max(p99):.2f}",
+                }
+            )
+    return rows
+
+
+def run_big(
+    threads: int = BIG_THREADS, steps: int = BIG_STEPS, segment: float = SEGMENT
+) -> list[dict[str, Any]]:
+    """The issue's measured row at its size (``--big``): SQLite, then Postgres."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        backends = ["sqlite", *(["postgres"] if _pg_ok() else [])]
+        for backend in backends:
+            print(f"big: {backend}", file=sys.stderr, flush=True)
+            rows += big_rows(backend, tmp, threads, steps, segment)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "lifecycle_big.json").write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+def run(quick: bool = False, big: bool = False) -> list[dict[str, Any]]:
+    if big:  # the issue's size instead of the quick rows (--big)
+        return run_big(500, BIG_STEPS, 1.0) if quick else run_big()
     threads, steps = (200, 10) if quick else (1_000, 20)
     rounds = 2 if quick else 4
     days, per_day, chat = (14, 5, 4) if quick else (42, 20, 6)
@@ -345,4 +543,4 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     from bench.__main__ import table
 
-    print(table(run(quick="--quick" in sys.argv)))
+    print(table(run(quick="--quick" in sys.argv, big="--big" in sys.argv)))

@@ -5,8 +5,8 @@ The property: after a sweep, every checkpoint the policy keeps (the newest
 ``keep_last`` of its namespace, those younger than ``keep_within``, the newest
 always) reads back exactly as before (values, including append-delta lists
 whose snapshots the deleted checkpoints shared; metadata; pending writes; parent
-link), threads past their TTL are gone whole, and the thread index counts what
-is left.
+link), threads past their TTL are gone whole, the thread index counts what is
+left, and a dry run just before reported exactly what the sweep deleted.
 """
 
 from __future__ import annotations
@@ -215,7 +215,11 @@ async def _check_one(saver: BaseCheckpointSaver, store: dict[str, Any], mode: st
     if own is not None:
         await driver.set_retention("t0", _policy(own))
     before = {_key(t.config): t for t in await driver.list(None)}
-    await driver.sweep(now=at, batch=2)
+    dry = await driver.sweep(now=at, batch=2, dry_run=True)
+    report = await driver.sweep(now=at, batch=2)
+    # A dry run reports what the sweep then deletes (nobody wrote in between).
+    fields = ("threads", "checkpoints", "bytes", "pruned_threads", "skipped", "thread_ids")
+    assert {f: getattr(dry, f) for f in fields} == {f: getattr(report, f) for f in fields}
     left = {t.config["configurable"]["thread_id"] for t in await driver.list(None)}
     for tid, spaces in ids.items():
         mine = _policy(own) if tid == "t0" and own is not None else policy

@@ -7,7 +7,10 @@ hands it to the backend in batches, each one transaction of the backend's
 own (``_asweep_expired``, ``_asweep_prune``), which checks again, inside that
 transaction, that the thread is still due (not written since it was found,
 not leased) before it deletes anything. A sweep killed at any point leaves
-every thread either whole or gone, and the next sweep goes on.
+every thread either whole or gone, and the next sweep goes on. A dry run makes
+the same calls with ``dry_run=True``: the backend runs the same checks (due,
+idle, not leased) and counts what it would delete, so its report is the
+sweep's as long as nobody writes in between.
 
 1. TTL: the saver's policy pages through ``threads(updated_before=cutoff,
    order="-updated")``, the oldest first, which the index answers from its
@@ -176,10 +179,9 @@ def _aprune_all(
             doomed = sum(max(0, len(ids) - n) for ids in spaces.values())
             if not doomed:
                 continue
-            if run.report.dry_run:  # bytes: the row's share of what the thread holds
-                done: tuple[int, int] | None = (doomed, row.bytes * doomed // row.checkpoints)
-            else:
-                done = saver._sweep_prune(row.thread_id, n, active_before)
+            # A dry run asks the backend too: the same checks (still idle, not
+            # leased) and the counts of what the prune would leave, nothing deleted.
+            done = saver._sweep_prune(row.thread_id, n, active_before, run.report.dry_run)
             if done is None:
                 run.report.skipped += 1
                 continue

@@ -417,14 +417,18 @@ class BaseCheckpointSaver(Closable, abc.ABC):
         """Async :meth:`_sweep_expired`."""
 
     @abc.abstractmethod
-    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+    def _sweep_prune(
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
+    ) -> tuple[int, int] | None:
         """``prune(keep_last=keep)`` of one thread in one transaction, only if it was last
         active before ``active_before`` and is not leased: ``(checkpoints, bytes)``
-        deleted, or ``None`` when it was left alone."""
+        deleted, or ``None`` when it was left alone. ``dry_run``: the same checks and
+        counts, read from what the prune would leave (as the index would recount it),
+        nothing deleted."""
 
     @abc.abstractmethod
     async def _asweep_prune(
-        self, thread_id: str, keep: int, active_before: int
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
     ) -> tuple[int, int] | None:
         """Async :meth:`_sweep_prune`."""
 

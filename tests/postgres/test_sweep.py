@@ -45,6 +45,30 @@ def test_a_leased_thread_is_never_swept(pg_dsn: str) -> None:
         assert report.thread_ids == ["leased"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_dry_run_does_not_count_a_leased_thread(pg_dsn: str, mode: str) -> None:
+    """Its prune phase too: a leased thread with checkpoints keep_last would drop is
+    skipped by the dry run as by the sweep, and the two reports agree."""
+    fields = ("threads", "checkpoints", "bytes", "pruned_threads", "skipped", "thread_ids")
+
+    def sweep(saver: PostgresSaver, **kwargs: Any) -> dict[str, Any]:
+        if mode == "sync":
+            report = saver.sweep(now=LATER, **kwargs)
+        else:
+            report = asyncio.run(saver.asweep(now=LATER, **kwargs))
+        return {f: getattr(report, f) for f in fields}
+
+    with url_saver(pg_dsn, fresh_schema(), retention=Retention(keep_last=1)) as saver:
+        for tid in ("leased", "free"):
+            _steps(saver, tid, 3)
+        with saver.lease("leased"):
+            dry = sweep(saver, dry_run=True)
+            assert (dry["pruned_threads"], dry["checkpoints"], dry["skipped"]) == (1, 2, 1)
+            assert sweep(saver) == dry
+        assert len(list(saver.list({"configurable": {"thread_id": "leased"}}))) == 3
+        assert sweep(saver, dry_run=True)["pruned_threads"] == 1
+
+
 def test_a_sweep_skips_a_thread_whose_put_is_in_progress_instead_of_waiting(
     pg_dsn: str, admin: psycopg.Connection[Any]
 ) -> None:

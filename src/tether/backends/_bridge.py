@@ -95,7 +95,7 @@ class _SyncMethods:
             self, due: Sequence[tuple[str, int]], dry_run: bool
         ) -> builtins.list[tuple[str, int, int]]: ...
         def _sweep_prune(
-            self, thread_id: str, keep: int, active_before: int
+            self, thread_id: str, keep: int, active_before: int, dry_run: bool
         ) -> tuple[int, int] | None: ...
         def _sweep_vacuum(self) -> int: ...
         def threads(
@@ -208,9 +208,9 @@ class InlineAsyncMixin(_SyncMethods):
         return self._sweep_expired(due, dry_run)
 
     async def _asweep_prune(
-        self, thread_id: str, keep: int, active_before: int
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
     ) -> tuple[int, int] | None:
-        return self._sweep_prune(thread_id, keep, active_before)
+        return self._sweep_prune(thread_id, keep, active_before, dry_run)
 
     async def _asweep_vacuum(self) -> int:
         return self._sweep_vacuum()
@@ -343,9 +343,9 @@ class ThreadedAsyncMixin(_SyncMethods):
         return await asyncio.to_thread(self._sweep_expired, due, dry_run)
 
     async def _asweep_prune(
-        self, thread_id: str, keep: int, active_before: int
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
     ) -> tuple[int, int] | None:
-        return await asyncio.to_thread(self._sweep_prune, thread_id, keep, active_before)
+        return await asyncio.to_thread(self._sweep_prune, thread_id, keep, active_before, dry_run)
 
     async def _asweep_vacuum(self) -> int:
         return await asyncio.to_thread(self._sweep_vacuum)

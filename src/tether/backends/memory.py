@@ -652,13 +652,23 @@ class InMemorySaver(InlineAsyncMixin, BaseCheckpointSaver):
             self._forget([tid for tid, _, _ in out])
         return out
 
-    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+    def _sweep_prune(
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
+    ) -> tuple[int, int] | None:
         with self._lock:
             row = self._index.get(thread_id)
             spaces = self._threads.get(thread_id)
             if row is None or spaces is None or row.updated >= active_before:
                 return None
             count, size = row.checkpoints, row.bytes
+            if dry_run:  # prune copies (the prune replaces their maps) and recount them
+                left = {n: replace(ns) for n, ns in spaces.items()}
+                self._prune_thread(left, keep)
+                kept = [ns for ns in left.values() if ns.checkpoints]
+                if not kept:
+                    return count, size
+                left_count = sum(len(ns.checkpoints) for ns in kept)
+                return count - left_count, max(0, size - sum(_bytes(ns) for ns in kept))
             self._prune_thread(spaces, keep)
             self._refresh(thread_id)
             after = self._index.get(thread_id)

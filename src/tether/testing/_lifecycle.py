@@ -92,12 +92,13 @@ class LifecycleContract:
         [row] = (await driver.threads()).items
         stamp = int(row.updated_at.timestamp() * 1_000_000)
         saver = driver.saver
-        if driver.mode == "sync":
-            assert saver._sweep_expired([("t", stamp)], False) == []
-            assert saver._sweep_prune("t", 1, stamp) is None
-        else:
-            assert await saver._asweep_expired([("t", stamp)], False) == []
-            assert await saver._asweep_prune("t", 1, stamp) is None
+        for dry_run in (True, False):
+            if driver.mode == "sync":
+                assert saver._sweep_expired([("t", stamp)], dry_run) == []
+                assert saver._sweep_prune("t", 1, stamp, dry_run) is None
+            else:
+                assert await saver._asweep_expired([("t", stamp)], dry_run) == []
+                assert await saver._asweep_prune("t", 1, stamp, dry_run) is None
         assert len(await driver.list(make_config("t"))) == 2
 
     async def test_grace_keeps_a_thread_written_within_it(self, driver: Driver) -> None:
@@ -137,6 +138,35 @@ class LifecycleContract:
         await check_index(driver, ["t", "short"])
         again = await driver.sweep(now=_later(DAY))
         assert (again.checkpoints, again.pruned_threads) == (0, 0)
+
+    async def test_a_dry_run_reports_exactly_what_the_sweep_then_deletes(
+        self, driver: Driver
+    ) -> None:
+        """Threads, checkpoints and bytes: the prune phase asks the backend what a prune
+        would leave (grace and, on Postgres, leases checked as the sweep checks them),
+        as the TTL phase does, rather than estimating."""
+        driver.saver.retention = Retention(ttl=30 * DAY, keep_last=2)
+        # A large value every checkpoint still names: pruning frees little of it.
+        shared = Line(driver, "shared")
+        await shared.step({"doc": "x" * 4000, "n": 0})
+        for n in range(1, 5):
+            await shared.step({"n": n})
+        # Large old checkpoints, small new ones: pruning frees most of the bytes.
+        shrinking = Line(driver, "shrinking")
+        for n in range(5):
+            await shrinking.step({"doc": "y" * (4000 >> n), "n": n})
+        await driver.put_writes(shrinking.config, [("out", "z" * 500)], "task-0")
+        await Line(driver, "expired").steps(3)
+        await driver.set_retention("expired", Retention(ttl=DAY / 2))
+        await Line(driver, "busy").steps(4)  # within its own grace: left alone
+        await driver.set_retention("busy", Retention(keep_last=1, grace=2 * DAY))
+        dry = await driver.sweep(dry_run=True, now=_later(DAY))
+        assert len(await driver.list(None)) == 17  # nothing deleted
+        real = await driver.sweep(now=_later(DAY))
+        fields = ("threads", "checkpoints", "bytes", "pruned_threads", "skipped", "thread_ids")
+        assert {f: getattr(dry, f) for f in fields} == {f: getattr(real, f) for f in fields}
+        assert (real.threads, real.pruned_threads, real.checkpoints) == (1, 2, 9)
+        assert len(await driver.list(None)) == 8
 
     async def test_keep_within_keeps_young_checkpoints_by_their_id_time(
         self, driver: Driver

@@ -921,10 +921,19 @@ class _AsyncPostgresCore:
         return [(str(t), int(n), int(b)) for t, n, b in rows]
 
     async def asweep_prune(
-        self, thread_id: str, keep: int, active_before: int
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
     ) -> tuple[int, int] | None:
-        """``prune`` of one thread that is still idle and not leased, in one transaction."""
+        """``prune`` of one thread that is still idle and not leased, in one transaction
+        (``dry_run``: what it would delete, read in one statement)."""
         claim = {"thread": thread_id, "before": active_before, "schema": self._sql.schema}
+        if dry_run:
+            found = await self._fetchall(
+                "sweep (dry run)", self._sweeps.prune_dry, {**claim, "keep": keep}
+            )
+            if not found:
+                return None
+            (count, size, left, left_size), *_ = found
+            return int(count) - int(left), max(0, int(size) - int(left_size))
 
         async def op(conn: AsyncConnection[Any]) -> tuple[int, int] | None:
             async with conn.transaction():

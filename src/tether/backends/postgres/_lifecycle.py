@@ -55,8 +55,10 @@ class LifecycleMixin:
     ) -> builtins.list[tuple[str, int, int]]:
         return self._sync_core().sweep_expired(due, dry_run)
 
-    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
-        return self._sync_core().sweep_prune(thread_id, keep, active_before)
+    def _sweep_prune(
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
+    ) -> tuple[int, int] | None:
+        return self._sync_core().sweep_prune(thread_id, keep, active_before, dry_run)
 
     def sweep_lock(self) -> AbstractContextManager[bool]:
         """Whether this process may sweep now: ``with saver.sweep_lock() as mine: ...``.
@@ -99,9 +101,11 @@ class LifecycleMixin:
         return await core.asweep_expired(due, dry_run)
 
     async def _asweep_prune(
-        self, thread_id: str, keep: int, active_before: int
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
     ) -> tuple[int, int] | None:
         core = await self._aio_core()
         if core is None:
-            return await asyncio.to_thread(self._sweep_prune, thread_id, keep, active_before)
-        return await core.asweep_prune(thread_id, keep, active_before)
+            return await asyncio.to_thread(
+                self._sweep_prune, thread_id, keep, active_before, dry_run
+            )
+        return await core.asweep_prune(thread_id, keep, active_before, dry_run)

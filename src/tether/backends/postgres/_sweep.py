@@ -71,6 +71,51 @@ WHERE t.thread_id = %(thread)s AND t.updated_at < %(before)s
   AND pg_try_advisory_xact_lock({lease})
 FOR UPDATE SKIP LOCKED
 """  # noqa: S608
+        # A dry run's prune of one thread: the claim's checks without its row lock
+        # (nothing is written), then what prune_checkpoints, sweep_writes and
+        # sweep_blobs would leave (the same predicates, read rather than run),
+        # counted as the index's recount counts it. Rows: none when the thread is
+        # left alone, else (checkpoints, bytes) of its row now and of what is left.
+        c, bl, w = sql.checkpoints, sql.blobs, sql.writes
+        self.prune_dry = f"""
+WITH claim AS (
+    SELECT t.checkpoints, t.bytes FROM {t} t
+    WHERE t.thread_id = %(thread)s AND t.updated_at < %(before)s
+      AND pg_try_advisory_xact_lock({lease})
+), kept AS MATERIALIZED (
+    SELECT r.checkpoint_ns, r.checkpoint_id, r.checkpoint, r.size FROM (
+        SELECT checkpoint_ns, checkpoint_id, checkpoint,
+               octet_length(checkpoint::text) + octet_length(metadata::text) AS size,
+               row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) AS rn
+        FROM {c} WHERE thread_id = %(thread)s
+    ) r WHERE r.rn <= %(keep)s
+), live AS MATERIALIZED (
+    SELECT DISTINCT k.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM kept k
+    CROSS JOIN LATERAL jsonb_each_text(k.checkpoint -> 'channel_versions') AS v(key, value)
+), keep AS MATERIALIZED (
+    SELECT checkpoint_ns, channel, version FROM live
+    UNION
+    SELECT bl.checkpoint_ns, bl.channel, bl.base
+    FROM live JOIN {bl} bl
+      ON bl.thread_id = %(thread)s AND bl.checkpoint_ns = live.checkpoint_ns
+     AND bl.channel = live.channel AND bl.version = live.version
+    WHERE bl.base IS NOT NULL
+)
+SELECT claim.checkpoints, claim.bytes, (SELECT count(*) FROM kept),
+    coalesce((SELECT sum(size) FROM kept), 0)
+    + coalesce((SELECT sum(octet_length(bl.blob)) FROM {bl} bl
+                WHERE bl.thread_id = %(thread)s AND EXISTS (
+                    SELECT 1 FROM keep
+                    WHERE keep.checkpoint_ns = bl.checkpoint_ns
+                      AND keep.channel = bl.channel AND keep.version = bl.version)), 0)
+    + coalesce((SELECT sum(octet_length(w.blob)) FROM {w} w
+                WHERE w.thread_id = %(thread)s AND EXISTS (
+                    SELECT 1 FROM kept k
+                    WHERE k.checkpoint_ns = w.checkpoint_ns
+                      AND k.checkpoint_id = w.checkpoint_id)), 0)
+FROM claim
+"""  # noqa: S608
         # A read counts as activity (refresh_on_read).
         self.touch = (
             f"UPDATE {t} SET updated_at = %(now)s, bucket = %(now)s::bigint >> {BUCKET_BITS} "  # noqa: S608

@@ -912,9 +912,20 @@ class _PostgresCore:
             self._forget([str(r[0]) for r in rows])
         return [(str(t), int(n), int(b)) for t, n, b in rows]
 
-    def sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
-        """``prune`` of one thread that is still idle and not leased, in one transaction."""
+    def sweep_prune(
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
+    ) -> tuple[int, int] | None:
+        """``prune`` of one thread that is still idle and not leased, in one transaction
+        (``dry_run``: what it would delete, read in one statement)."""
         claim = {"thread": thread_id, "before": active_before, "schema": self._sql.schema}
+        if dry_run:
+            found = self._fetchall(
+                "sweep (dry run)", self._sweeps.prune_dry, {**claim, "keep": keep}
+            )
+            if not found:
+                return None
+            (count, size, left, left_size), *_ = found
+            return int(count) - int(left), max(0, int(size) - int(left_size))
 
         def op(conn: Connection[Any]) -> tuple[int, int] | None:
             with conn.transaction():

@@ -44,6 +44,41 @@ RETENTION_ROWS = "SELECT thread_id, retention FROM tether_threads WHERE retentio
 RETENTION_GET = "SELECT retention FROM tether_threads WHERE thread_id = ?1"
 RETENTION_SET = "UPDATE tether_threads SET retention = ?2 WHERE thread_id = ?1"
 
+#: What ``prune(keep_last=?2)`` of thread ?1 would leave, read rather than run: the
+#: rows PRUNE keeps, less the blobs and writes COLLECT_BLOBS and COLLECT_WRITES would
+#: delete (the same predicates), counted as INDEX_RECOUNT counts them:
+#: ``(checkpoints, bytes)``. A dry run's sweep reports the index row's counts less these,
+#: as the sweep reports its row's counts before less after.
+PRUNE_LEFT = """
+WITH kept AS MATERIALIZED (
+    SELECT checkpoint_ns, checkpoint_id, channel_versions, size FROM (
+        SELECT checkpoint_ns, checkpoint_id, channel_versions,
+               length(checkpoint) + length(metadata) AS size,
+               row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) AS rn
+        FROM tether_checkpoints WHERE thread_id = ?1)
+    WHERE rn <= ?2
+), live AS MATERIALIZED (
+    SELECT c.checkpoint_ns AS n, j.key AS ch, j.value AS v
+    FROM kept AS c, json_each(c.channel_versions) AS j
+)
+SELECT (SELECT count(*) FROM kept),
+    coalesce((SELECT sum(size) FROM kept), 0)
+    + coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1), 0)
+    - coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1
+                AND (checkpoint_ns, channel, version) NOT IN (
+                    SELECT n, ch, v FROM live
+                    UNION ALL
+                    SELECT b.checkpoint_ns, b.channel, b.base
+                    FROM live CROSS JOIN tether_blobs AS b
+                    ON b.thread_id = ?1 AND b.checkpoint_ns = live.n AND b.channel = live.ch
+                       AND b.version = live.v
+                    WHERE b.base IS NOT NULL)), 0)
+    + coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1), 0)
+    - coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1
+                AND (checkpoint_ns, checkpoint_id) NOT IN (
+                    SELECT checkpoint_ns, checkpoint_id FROM kept)), 0)
+"""
+
 #: Pages an incremental vacuum gives back per transaction: the write lock is
 #: held for one step only, so writers wait for a step, not for the whole file.
 VACUUM_STEP = 512
@@ -146,7 +181,21 @@ class SweepMixin:
         self._forget([tid for tid, _, _ in out])
         return out
 
-    def _sweep_prune(self, thread_id: str, keep: int, active_before: int) -> tuple[int, int] | None:
+    def _sweep_prune(
+        self, thread_id: str, keep: int, active_before: int, dry_run: bool
+    ) -> tuple[int, int] | None:
+        if dry_run:
+
+            def dry(conn: sqlite3.Connection) -> tuple[int, int] | None:
+                found = due_rows(conn, [(thread_id, active_before)])
+                if not found:
+                    return None
+                count, size = conn.execute(PRUNE_LEFT, (thread_id, keep)).fetchone()
+                return found[0][1] - int(count), max(0, found[0][2] - int(size))
+
+            left: tuple[int, int] | None = self._read(dry)
+            return left
+
         def run(conn: sqlite3.Connection) -> tuple[int, int] | None:
             found = due_rows(conn, [(thread_id, active_before)])
             if not found:
