@@ -56,6 +56,7 @@ from tether.backends._threads import (
     summary,
     user_metadata,
     write_bytes,
+    write_hint,
 )
 from tether.backends._walk import (
     delta_history,
@@ -620,6 +621,7 @@ class _AsyncPostgresCore:
         params, special = write_params(addr, task_id, task_path, records)
         params["ix_now"] = self._clock()
         params["ix_bytes"] = write_bytes(w.value for w in records)
+        params["ix_error"], params["ix_plain"] = write_hint(w.channel for w in records)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"
