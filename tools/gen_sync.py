@@ -68,6 +68,7 @@ SUBS: list[tuple[str, str]] = [
     (r"\bAsyncConnectionPool\b", "ConnectionPool"),
     (r"\bAsyncConnection\b", "Connection"),
     (r"\bAsyncCursor\b", "Cursor"),
+    (r"\bAsyncRawCursor\b", "RawCursor"),
     (r"\bAsyncPipeline\b", "Pipeline"),
     (r"\bAsyncServerCursor\b", "ServerCursor"),
     (r"\bAsyncTransaction\b", "Transaction"),

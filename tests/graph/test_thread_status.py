@@ -156,6 +156,28 @@ def test_status_of_a_real_langgraph_graph(tmp_path: Path) -> None:
         check_index_sync(inner, list(THREADS), "chat-2 resumed")
 
 
+def test_status_as_a_checkpoints_writes_arrive_batch_by_batch(driver: Driver) -> None:
+    """Each put_writes moves the status as a scan of all the writes would (Postgres
+    decides from the batch's channels when it can, #19: see ``_threads.write_hint``)."""
+    saver = driver.saver
+    config = saver.put(make_config("w"), new_checkpoint({}, {}), {"step": 0}, {})
+    steps = [
+        ("a", [("__interrupt__", "approve?")], "interrupted"),
+        ("b", [("log", "b")], "interrupted"),  # another task's writes: a still waits
+        ("a", [("__resume__", "yes")], "interrupted"),  # control writes only
+        ("a", [("log", "a")], "idle"),  # the interrupted task wrote: it waits no more
+        ("c", [("log", "c"), ("__scheduled__", "x")], "idle"),
+        ("d", [("__error__", "boom")], "error"),
+        ("e", [("log", "e")], "error"),
+        ("f", [("__interrupt__", "again?")], "error"),
+    ]
+    for task, writes, want in steps:
+        saver.put_writes(config, writes, task)
+        check_index_sync(driver, ["w"], f"{task} wrote {writes}")
+        [row] = saver.threads()
+        assert row.status == want, (task, writes)
+
+
 def check_index_sync(driver: Driver, threads: list[str], where: str) -> None:
     import asyncio
 

@@ -141,6 +141,8 @@ def _writes_params() -> dict[str, Any]:
         "task_path": "",
         "ix_now": 1,
         "ix_bytes": 10,
+        "ix_error": False,
+        "ix_plain": True,
     }
     for half in ("s_", "o_"):
         params |= {

@@ -40,15 +40,15 @@ import binascii
 import datetime
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
 import msgspec
 
-from tether._status import is_trigger, newer, next_nodes, trigger_target
+from tether._status import CONTROL_WRITES, is_trigger, newer, next_nodes, trigger_target
 from tether.backends._records import PutPlan
-from tether.checkpoint import TASKS, ChannelVersions, Checkpoint, CheckpointTuple, check_text
+from tether.checkpoint import ERROR, TASKS, ChannelVersions, Checkpoint, CheckpointTuple, check_text
 from tether.contract import EMPTY_TAG, check_filter, check_limit
 from tether.errors import ConfigError
 from tether.threads import ThreadOrder, ThreadStatus, ThreadSummary
@@ -71,6 +71,7 @@ __all__ = [
     "to_micros",
     "user_metadata",
     "write_bytes",
+    "write_hint",
 ]
 
 #: ``threads()`` without ``limit`` returns pages of this many rows.
@@ -199,6 +200,16 @@ def _runnable(
 def write_bytes(payloads: Any) -> int:
     """The bytes a ``put_writes`` batch adds: its encoded values."""
     return sum(len(p or b"") for p in payloads)
+
+
+def write_hint(channels: Iterable[str]) -> tuple[bool, bool]:
+    """What a ``put_writes`` batch can do to its checkpoint's status, from its channels:
+    whether one is an ``__error__`` (the status becomes ``error``), and whether
+    none is a control write (then an ``error``, ``pending`` or ``idle`` status
+    stays: such writes add no error and no interrupted task). Postgres reads
+    the checkpoint's write rows again only when neither settles it."""
+    names = set(channels)
+    return ERROR in names, names.isdisjoint(CONTROL_WRITES)
 
 
 def runnable_of(tup: CheckpointTuple) -> bool:

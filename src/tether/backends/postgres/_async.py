@@ -35,7 +35,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection, AsyncCursor, AsyncRawCursor, pq
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -56,6 +56,7 @@ from tether.backends._threads import (
     summary,
     user_metadata,
     write_bytes,
+    write_hint,
 )
 from tether.backends._walk import (
     delta_history,
@@ -83,6 +84,7 @@ from tether.backends.postgres._leases import (
     released_lease,
     unconfirmed_lease,
 )
+from tether.backends.postgres._raw import positional
 from tether.backends.postgres._sealing import (
     SealingStatements,
     blob_updates,
@@ -154,16 +156,37 @@ async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
 _LEASE_POLL = 0.05
 
 
-async def _execute_tuples(
-    conn: AsyncConnection[Any], query: str, params: Any = None
-) -> AsyncCursor[tuple[Any, ...]]:
-    """Execute on a cursor that returns tuples, whatever the connection's row factory.
+def _cursor(conn: AsyncConnection[Any], binary: bool = False) -> AsyncCursor[tuple[Any, ...]]:
+    """A cursor that returns tuples, whatever the connection's row factory; a raw-query
+    cursor (``$n`` placeholders, see ``_raw``) unless the connection has a cursor class
+    of its own, which is kept.
 
     A caller's connection may be opened as LangGraph's docs do it, with
     ``row_factory=dict_row``; every row the core reads is indexed by position.
     """
-    cur = conn.cursor(row_factory=tuple_row)
-    await cur.execute(query, params)
+    if conn.cursor_factory is AsyncCursor:
+        cur: AsyncCursor[tuple[Any, ...]] = AsyncRawCursor(conn, row_factory=tuple_row)
+        if binary:
+            cur.format = pq.Format.BINARY
+        return cur
+    return conn.cursor(row_factory=tuple_row, binary=binary)
+
+
+async def _send(cur: AsyncCursor[tuple[Any, ...]], query: str, params: Any) -> None:
+    """Execute ``query`` on ``cur`` (see :func:`_cursor`)."""
+    if params is not None and isinstance(cur, AsyncRawCursor):
+        text, args = positional(query, params)
+        await cur.execute(text, args)
+    else:
+        await cur.execute(query, params)
+
+
+async def _execute_tuples(
+    conn: AsyncConnection[Any], query: str, params: Any = None
+) -> AsyncCursor[tuple[Any, ...]]:
+    """Execute on a cursor that returns tuples (see :func:`_cursor`)."""
+    cur = _cursor(conn)
+    await _send(cur, query, params)
     return cur
 
 
@@ -324,12 +347,12 @@ class _AsyncPostgresCore:
             # Without autocommit a read opens a transaction that must end here:
             # left open, the next write's transaction() would be a savepoint in
             # it and never commit.
-            async with self._tx(conn), conn.cursor(row_factory=tuple_row, binary=True) as cur:
+            async with self._tx(conn), _cursor(conn, binary=True) as cur:
                 if not self._owned:
                     # JSONB through msgspec (exact, 3-4x the json module); only
                     # on this cursor: the caller's connection keeps its loader.
                     set_json_loads(loads_json, cur)
-                await cur.execute(query, params)
+                await _send(cur, query, params)
                 return await cur.fetchall()
 
         return await self._run(what, op)
@@ -337,7 +360,7 @@ class _AsyncPostgresCore:
     async def _execute(self, what: str, query: str, params: Any) -> None:
         async def op(conn: AsyncConnection[Any]) -> None:
             async with self._tx(conn):
-                await conn.execute(query, params)
+                await _execute_tuples(conn, query, params)
 
         await self._run(what, op)
 
@@ -346,7 +369,7 @@ class _AsyncPostgresCore:
 
         async def op(conn: AsyncConnection[Any]) -> int:
             async with self._tx(conn):
-                cur = await conn.execute(query, params)
+                cur = await _execute_tuples(conn, query, params)
                 return max(cur.rowcount, 0)
 
         return await self._run(what, op)
@@ -598,6 +621,7 @@ class _AsyncPostgresCore:
         params, special = write_params(addr, task_id, task_path, records)
         params["ix_now"] = self._clock()
         params["ix_bytes"] = write_bytes(w.value for w in records)
+        params["ix_error"], params["ix_plain"] = write_hint(w.channel for w in records)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"

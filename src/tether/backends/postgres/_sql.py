@@ -677,9 +677,12 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         namespace; it is skipped when the checkpoint is not new or is a root
         one in a thread that has a latest root checkpoint. The status reads
         the checkpoint's write rows through ``tether_thread_status`` (see
-        ``_schema.THREAD_STATUS``), called again in the ON CONFLICT branch,
-        which runs with the index row locked: a put_writes of the checkpoint
-        that committed while this statement waited for the row is counted.
+        ``_schema.THREAD_STATUS``) as the statement's snapshot sees them; in
+        the ON CONFLICT branch, which runs with the index row locked, it is
+        computed again when another writer changed the row since that snapshot
+        (the locked row's xmin is not the one the snapshot sees): a put_writes
+        of the checkpoint that committed while this statement waited for the
+        row is counted.
         (A thread's first checkpoint has no index row to lock: a put_writes
         racing it sees no row to update and leaves the status the put
         computes. LangGraph's first checkpoint of a thread is its input one,
@@ -687,7 +690,9 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         ``resolved``: the put carries channels over
         (the ``unnamed``/``found`` CTEs), and a candidate trigger
         (``_threads.py``) with a stored value, not the empty marker, makes
-        nodes runnable.
+        nodes runnable. ``OFFSET 0`` keeps ``r`` a subquery, evaluated once:
+        pulled up, its EXISTS was copied into each of the three places that
+        read ``r.runnable`` and run twice per put (about 10 us).
         """
         runnable = "%(ix_runnable)s::boolean"
         if resolved:
@@ -704,8 +709,21 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         moved = ",\n        ".join(
             f"{c} = CASE WHEN {newest} THEN EXCLUDED.{c} ELSE t.{c} END" for c in later
         )
+        # The status the INSERT computed (EXCLUDED.status) read the write rows
+        # with the statement's snapshot. It is exact when nobody changed the
+        # index row between that snapshot and the lock: every put_writes
+        # upserts the row, so one that committed meanwhile gave the locked row a
+        # newer xmin. Only then is the status computed again where the row is
+        # locked (a plpgsql call with a fresh snapshot, about a sixth of a put's
+        # server time; a sync-durability put of a new checkpoint never needs it).
         status = self._status_call("EXCLUDED.runnable", "NULL", "NULL")
-        moved += f",\n        status = CASE WHEN {newest} THEN {status} ELSE t.status END"
+        unchanged = (
+            f"t.xmin = (SELECT s.xmin FROM {self.threads} s WHERE s.thread_id = %(thread_id)s)"
+        )
+        moved += (
+            f",\n        status = CASE WHEN NOT ({newest}) THEN t.status"
+            f"\n            WHEN {unchanged} THEN EXCLUDED.status ELSE {status} END"
+        )
         has_writes = (
             f"EXISTS (SELECT 1 FROM {self.writes} WHERE thread_id = %(thread_id)s "
             "AND checkpoint_ns = '' AND checkpoint_id = %(checkpoint_id)s)"
@@ -724,7 +742,7 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
            CASE WHEN NOT %(ix_root)s THEN NULL WHEN {has_writes} THEN {state}
                 WHEN r.runnable THEN 'pending' ELSE 'idle' END,
            %(ix_now)s::bigint >> {BUCKET_BITS}
-    FROM cp_row, (SELECT {runnable} AS runnable) r
+    FROM cp_row, (SELECT {runnable} AS runnable OFFSET 0) r
     ON CONFLICT (thread_id) DO UPDATE SET
         updated_at = EXCLUDED.updated_at,
         bucket = EXCLUDED.bucket,
@@ -756,6 +774,17 @@ SELECT (SELECT l.epoch FROM {self.leases} l WHERE l.thread_id = %(thread_id)s), 
         if special:
             channels += " || %(s_channels)s::text[]"
         state = self._status_call("t.runnable", "%(task_id)s", channels)
+        # The row's status is exact for its latest checkpoint as it stands (each
+        # writer set it under the row lock), so a batch changes it only in ways
+        # its channels tell: an error write makes it `error`; a batch without
+        # control writes (what a node's writes are) leaves `error`, `pending`
+        # and `idle` as they are (it cannot add an error or an interrupted task);
+        # the rest (an interrupt, a resume, an `interrupted` thread whose task
+        # may now have written) read the writes again (_threads.write_hint).
+        state = (
+            "CASE WHEN %(ix_error)s::boolean THEN 'error' WHEN %(ix_plain)s::boolean "
+            f"AND t.status IN ('error', 'pending', 'idle') THEN t.status ELSE {state} END"
+        )
         return f"""INSERT INTO {self.threads} AS t (thread_id, created_at, updated_at, checkpoints,
         namespaces, bytes, bucket)
     SELECT %(thread_id)s, %(ix_now)s, %(ix_now)s, 0, 0, %(ix_bytes)s,

@@ -38,7 +38,7 @@ from threading import Lock
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import Connection, Cursor
+from psycopg import Connection, Cursor, RawCursor, pq
 from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -59,6 +59,7 @@ from tether.backends._threads import (
     summary,
     user_metadata,
     write_bytes,
+    write_hint,
 )
 from tether.backends._walk import (
     delta_history,
@@ -86,6 +87,7 @@ from tether.backends.postgres._leases import (
     released_lease,
     unconfirmed_lease,
 )
+from tether.backends.postgres._raw import positional
 from tether.backends.postgres._sealing import (
     SealingStatements,
     blob_updates,
@@ -148,16 +150,37 @@ def _off_loop(fn: Callable[..., T], *args: Any) -> T:
 _LEASE_POLL = 0.05
 
 
-def _execute_tuples(
-    conn: Connection[Any], query: str, params: Any = None
-) -> Cursor[tuple[Any, ...]]:
-    """Execute on a cursor that returns tuples, whatever the connection's row factory.
+def _cursor(conn: Connection[Any], binary: bool = False) -> Cursor[tuple[Any, ...]]:
+    """A cursor that returns tuples, whatever the connection's row factory; a raw-query
+    cursor (``$n`` placeholders, see ``_raw``) unless the connection has a cursor class
+    of its own, which is kept.
 
     A caller's connection may be opened as LangGraph's docs do it, with
     ``row_factory=dict_row``; every row the core reads is indexed by position.
     """
-    cur = conn.cursor(row_factory=tuple_row)
-    cur.execute(query, params)
+    if conn.cursor_factory is Cursor:
+        cur: Cursor[tuple[Any, ...]] = RawCursor(conn, row_factory=tuple_row)
+        if binary:
+            cur.format = pq.Format.BINARY
+        return cur
+    return conn.cursor(row_factory=tuple_row, binary=binary)
+
+
+def _send(cur: Cursor[tuple[Any, ...]], query: str, params: Any) -> None:
+    """Execute ``query`` on ``cur`` (see :func:`_cursor`)."""
+    if params is not None and isinstance(cur, RawCursor):
+        text, args = positional(query, params)
+        cur.execute(text, args)
+    else:
+        cur.execute(query, params)
+
+
+def _execute_tuples(
+    conn: Connection[Any], query: str, params: Any = None
+) -> Cursor[tuple[Any, ...]]:
+    """Execute on a cursor that returns tuples (see :func:`_cursor`)."""
+    cur = _cursor(conn)
+    _send(cur, query, params)
     return cur
 
 
@@ -318,12 +341,12 @@ class _PostgresCore:
             # Without autocommit a read opens a transaction that must end here:
             # left open, the next write's transaction() would be a savepoint in
             # it and never commit.
-            with self._tx(conn), conn.cursor(row_factory=tuple_row, binary=True) as cur:
+            with self._tx(conn), _cursor(conn, binary=True) as cur:
                 if not self._owned:
                     # JSONB through msgspec (exact, 3-4x the json module); only
                     # on this cursor: the caller's connection keeps its loader.
                     set_json_loads(loads_json, cur)
-                cur.execute(query, params)
+                _send(cur, query, params)
                 return cur.fetchall()
 
         return self._run(what, op)
@@ -331,7 +354,7 @@ class _PostgresCore:
     def _execute(self, what: str, query: str, params: Any) -> None:
         def op(conn: Connection[Any]) -> None:
             with self._tx(conn):
-                conn.execute(query, params)
+                _execute_tuples(conn, query, params)
 
         self._run(what, op)
 
@@ -340,7 +363,7 @@ class _PostgresCore:
 
         def op(conn: Connection[Any]) -> int:
             with self._tx(conn):
-                cur = conn.execute(query, params)
+                cur = _execute_tuples(conn, query, params)
                 return max(cur.rowcount, 0)
 
         return self._run(what, op)
@@ -592,6 +615,7 @@ class _PostgresCore:
         params, special = write_params(addr, task_id, task_path, records)
         params["ix_now"] = self._clock()
         params["ix_bytes"] = write_bytes(w.value for w in records)
+        params["ix_error"], params["ix_plain"] = write_hint(w.channel for w in records)
         what = (
             f"put_writes of task {task_id!r} at checkpoint {addr.checkpoint_id} "
             f"in thread {addr.thread_id!r}"
