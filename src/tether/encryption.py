@@ -405,19 +405,17 @@ class Encryption:
         separate reads, and the read is a system call that cost about as much
         as sealing a small value).
         """
-        n = len(items) + (envelope is not None)
-        nonces = _urandom(_NONCE * n)
+        nonces = _urandom(_NONCE * (len(items) + (envelope is not None)))
         out = []
         at = 0
+        w = self._writer
         for place, data in items:
-            w = self._writer
             if w is None or next(w[3]) >= SUBKEY_USES:
                 w = self._next_writer(w)
             nonce = nonces[at : at + _NONCE]
             at += _NONCE
             out.append(w[1] + nonce + w[2].encrypt(nonce, data, w[0] + place))
         if envelope is not None:
-            w = self._writer
             if w is None or next(w[3]) >= SUBKEY_USES:
                 w = self._next_writer(w)
             nonce = nonces[at:]
@@ -598,7 +596,7 @@ def sealed_metadata(
     :func:`checkpoint_to_seal`: the clear keys and the sealed copy."""
     clear = crypt.clear_metadata
     out = {k: v for k, v in metadata.items() if k in clear}
-    out[SEALED_METADATA] = _b2a(sealed, newline=False).decode("ascii")
+    out[SEALED_METADATA] = _b2a(sealed)[:-1].decode()  # base64, without its newline
     return out
 
 
@@ -716,7 +714,7 @@ def seal_inline(crypt: Encryption, place: bytes, value: Any) -> list[str]:
 
 def inline_stored(sealed: bytes) -> list[str]:
     """A head's inline value as stored, from its sealed JSON text (:func:`seal_inline`)."""
-    return [_b2a(sealed, newline=False).decode("ascii")]
+    return [_b2a(sealed)[:-1].decode()]  # base64, without its newline
 
 
 def in_envelope(stored: Any) -> bool:

@@ -508,6 +508,14 @@ def sealed_payload(sealed: bytes) -> bytes:
     return _pack_u32(_xxh3(sealed) & 0xFFFFFFFF) + sealed
 
 
+_BOUND: dict[tuple[str, int], bytes] = {}  # (type, encoding) -> the end of the associated data
+
+
 def _bind(place: bytes, tag: str, encoding: int) -> bytes:
     """The associated data of a sealed value: its place, encoding and type."""
-    return place + _pack_u32(encoding) + tag.encode("utf-8", "surrogatepass")
+    end = _BOUND.get((tag, encoding))
+    if end is None:
+        end = _pack_u32(encoding) + tag.encode("utf-8", "surrogatepass")
+        if len(_BOUND) < 256:  # a saver's types are few; a stray one is not kept
+            _BOUND[(tag, encoding)] = end
+    return place + end
