@@ -36,7 +36,21 @@ ciphertext copied into another row (another thread, channel, version or
 task) does not authenticate there: it is a
 :class:`~tether.errors.DecodeError`, never someone else's state. Thread ids
 are part of the place, so ``copy_thread`` decrypts and seals again under the
-target thread (:mod:`tether.backends._sealing`).
+target thread (:mod:`tether.backends._sealing`). Metadata is also bound to
+every channel's version in its checkpoint and to its parent.
+
+Format 3 is a checkpoint's *envelope* (:func:`checkpoint_to_seal`): the same
+bytes as format 2 with first byte ``0x03``, sealing its metadata together with
+the small values its head keeps (which the head marks ``[]``), at the
+metadata's place. SQLite writes it (one seal per put instead of one per
+small value: :mod:`tether.backends._seal_put`); formats 1 and 2 are read
+everywhere, and a head may mix values in its envelope, values sealed on their
+own (carried over from a parent) and, with ``allow_plaintext``, values in
+clear.
+
+Why one long module: the keyring, the formats and places, and the sealing of
+metadata and head values are one scheme, documented here once; each part
+reads the header, the places and the formats the others write.
 
 Keys come from ``encryption=`` on every saver, or from the environment::
 
@@ -54,7 +68,7 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import count
 from typing import Any
 
@@ -66,16 +80,23 @@ __all__ = [
     "DEFAULT_CLEAR_METADATA",
     "SEALED_METADATA",
     "Encryption",
+    "checkpoint_to_seal",
     "encryption_from",
+    "in_envelope",
     "inline_place",
     "inline_sealed",
+    "inline_stored",
+    "is_envelope",
     "key_id_of",
     "metadata_place",
+    "metadata_to_seal",
+    "open_checkpoint",
     "open_head",
     "open_inline",
     "open_metadata",
     "seal_inline",
     "seal_metadata",
+    "sealed_metadata",
     "value_place",
     "write_place",
 ]
@@ -90,8 +111,9 @@ DEFAULT_CLEAR_METADATA = frozenset(
 #: The metadata key that holds the sealed metadata (a reserved name).
 SEALED_METADATA = "__tether_sealed__"
 
-_FORMAT = 2  # written; 1 (16-byte salts) is still read
-_SALTS = {1: 16, 2: 8}  # salt length by format
+_FORMAT = 2  # values and metadata written; 1 (16-byte salts) is still read
+_ENVELOPE = 3  # a checkpoint's metadata sealed with the small values of its head
+_SALTS = {1: 16, 2: 8, 3: 8}  # salt length by format
 _SALT = _SALTS[_FORMAT]
 _NONCE = 12
 _TAG = 16
@@ -105,8 +127,12 @@ _pack = msgspec.msgpack.Encoder().encode
 _encode_json = msgspec.json.encode
 _b64encode = base64.b64encode
 _b64decode = base64.b64decode
+_b2a = binascii.b2a_base64
 _urandom = os.urandom
 _decode_json = msgspec.json.decode
+
+
+_Writer = tuple[bytes, bytes, Any, Iterator[int], bytes, bytes]
 
 
 def _framed(kind: str, fields: tuple[str | int | None, ...]) -> bytes:
@@ -142,9 +168,9 @@ def metadata_place(thread_id: str, ns: str, checkpoint_id: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def _header(kid: str) -> bytes:
+def _header(kid: str, fmt: int = _FORMAT) -> bytes:
     raw = kid.encode("ascii")
-    return bytes((_FORMAT, len(raw))) + raw
+    return bytes((fmt, len(raw))) + raw
 
 
 def key_id_of(sealed: bytes | memoryview) -> str | None:
@@ -319,11 +345,22 @@ class Encryption:
         """The sealed-bytes prefix of key ``kid`` (the active key's by default)."""
         return _header(kid or self.active)
 
+    def is_active(self, sealed: bytes | memoryview) -> bool:
+        """Whether sealed bytes are sealed under the active key in a format this tether
+        writes (2, or 3 for a checkpoint's envelope): what ``rekey`` leaves alone."""
+        header = self.header()
+        return (
+            bool(sealed)
+            and sealed[0] in (_FORMAT, _ENVELOPE)
+            and (bytes(sealed[1 : len(header)]) == header[1:])
+        )
+
     def _fresh_state(self) -> None:
         self._lock = threading.Lock()
         # The subkey this ring seals with: (header, header + salt, AESGCM, values sealed so
-        # far: an itertools.count, whose next() is atomic, so sealing takes no lock).
-        self._writer: tuple[bytes, bytes, Any, Iterator[int]] | None = None
+        # far: an itertools.count, whose next() is atomic, so sealing takes no lock,
+        # and the header and header + salt of an envelope, format 3).
+        self._writer: _Writer | None = None
         self._readers: dict[bytes, Any] = {}  # header + salt -> subkey
 
     def _subkey(self, kid: str, salt: bytes) -> Any:
@@ -332,15 +369,17 @@ class Encryption:
         )
         return self._aead(okm)
 
-    def _next_writer(self, spent: tuple[bytes, bytes, Any, Iterator[int]] | None) -> Any:
+    def _next_writer(self, spent: _Writer | None) -> _Writer:
         """A fresh subkey to seal with, once the one ``spent`` has sealed SUBKEY_USES values."""
         with self._lock:
             w = self._writer
-            if w is spent:  # not replaced by another thread meanwhile
+            if w is None or w is spent:  # not replaced by another thread meanwhile
                 kid = self.active
                 salt = os.urandom(_SALT)
-                header = self.header(kid)
-                w = self._writer = (header, header + salt, self._subkey(kid, salt), count(1))
+                header, envelope = _header(kid), _header(kid, _ENVELOPE)
+                aead = self._subkey(kid, salt)
+                w = (header, header + salt, aead, count(1), envelope, envelope + salt)
+                self._writer = w
             return w
 
     def seal(self, place: bytes, data: bytes | memoryview) -> bytes:
@@ -351,6 +390,37 @@ class Encryption:
         nonce = _urandom(_NONCE)
         sealed: bytes = w[2].encrypt(nonce, data, w[0] + place)
         return w[1] + nonce + sealed
+
+    def seal_many(
+        self,
+        items: Sequence[tuple[bytes, bytes | memoryview]],
+        envelope: tuple[bytes, bytes] | None = None,
+    ) -> list[bytes]:
+        """:meth:`seal` of each ``(place, data)``, then (if given) ``envelope`` sealed as a
+        checkpoint's envelope (format 3, :func:`checkpoint_to_seal`), last.
+
+        A put or a batch of pending writes seals a few values at once: one
+        read of the system's random source gives all their nonces (random, as
+        :meth:`seal`'s: slices of one ``os.urandom`` are as independent as
+        separate reads, and the read is a system call that cost about as much
+        as sealing a small value).
+        """
+        nonces = _urandom(_NONCE * (len(items) + (envelope is not None)))
+        out = []
+        at = 0
+        w = self._writer
+        for place, data in items:
+            if w is None or next(w[3]) >= SUBKEY_USES:
+                w = self._next_writer(w)
+            nonce = nonces[at : at + _NONCE]
+            at += _NONCE
+            out.append(w[1] + nonce + w[2].encrypt(nonce, data, w[0] + place))
+        if envelope is not None:
+            if w is None or next(w[3]) >= SUBKEY_USES:
+                w = self._next_writer(w)
+            nonce = nonces[at:]
+            out.append(w[5] + nonce + w[2].encrypt(nonce, envelope[1], w[4] + envelope[0]))
+        return out
 
     def _reader(self, prefix: bytes, where: Callable[[], str]) -> Any:
         """The subkey of sealed bytes starting with ``prefix`` (header and salt)."""
@@ -436,10 +506,11 @@ class Encryption:
 
 def seal_metadata(
     crypt: Encryption,
-    metadata: dict[str, Any],
+    metadata: Mapping[str, Any],
     place: bytes,
     versions: Mapping[str, str],
     parent_id: str | None,
+    values: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The metadata a put stores: the clear keys, and everything sealed under one key.
 
@@ -448,18 +519,84 @@ def seal_metadata(
     parent are part of its associated data (not stored twice), so a head
     edited to point a channel at another version, or the checkpoint at another
     parent, no longer authenticates its metadata and is refused on read.
+    ``values``: the small values its head keeps sealed with it (format 3,
+    :func:`checkpoint_to_seal`); ``None``: the metadata alone (format 2), or
+    in clear if the ring keeps metadata in clear.
+
+    Raises:
+        ConfigError: the metadata uses the reserved key.
+    """
+    if values is not None:
+        ad, plain = checkpoint_to_seal(metadata, place, versions, parent_id, values)
+        return sealed_metadata(crypt, metadata, crypt.seal_many((), (ad, plain))[0])
+    item = metadata_to_seal(crypt, metadata, place, versions, parent_id)
+    if item is None:
+        return dict(metadata)
+    return sealed_metadata(crypt, metadata, crypt.seal(*item))
+
+
+def metadata_to_seal(
+    crypt: Encryption,
+    metadata: Mapping[str, Any],
+    place: bytes,
+    versions: Mapping[str, str],
+    parent_id: str | None,
+) -> tuple[bytes, bytes] | None:
+    """What :func:`seal_metadata` seals without values (format 2), ``(associated data,
+    plaintext)``, for a caller that seals it with others (:meth:`Encryption.seal_many`);
+    ``None``: the ring keeps metadata in clear.
 
     Raises:
         ConfigError: the metadata uses the reserved key.
     """
     if SEALED_METADATA in metadata:
-        raise ConfigError(f"metadata key {SEALED_METADATA!r} is reserved for encrypted metadata")
+        raise _reserved()
     if not crypt.metadata:
-        return metadata
-    inner = msgspec.json.encode(metadata)
-    sealed = crypt.seal(_checkpoint_bound(place, versions, parent_id), inner)
-    out = {k: v for k, v in metadata.items() if k in crypt.clear_metadata}
-    out[SEALED_METADATA] = base64.b64encode(sealed).decode("ascii")
+        return None
+    return _checkpoint_bound(place, versions, parent_id), _encode_json(metadata)
+
+
+def checkpoint_to_seal(
+    metadata: Mapping[str, Any],
+    place: bytes,
+    versions: Mapping[str, str],
+    parent_id: str | None,
+    values: Mapping[str, Any],
+) -> tuple[bytes, bytes]:
+    """A checkpoint's *envelope* (format 3), ``(associated data, plaintext)`` for
+    :meth:`Encryption.seal_many`'s ``envelope``: its metadata and the small values
+    its head keeps, sealed as one value.
+
+    The plaintext is the JSON array ``[metadata, {channel: value}]``; the head
+    marks each of those channels ``[]``. The associated data is the metadata's
+    (thread, namespace, checkpoint, every channel's version, parent), so each
+    value is bound to its channel's version in this checkpoint. One seal
+    instead of one per value: a put of a few small channels sealed each one,
+    and the seals, not the cipher, were most of encryption's cost
+    (``docs/encryption.md``). A put that carries such a value over seals it on
+    its own in the new head (:func:`seal_inline`), as the value of a head
+    written before format 3.
+
+    Raises:
+        ConfigError: the metadata uses the reserved key.
+    """
+    if SEALED_METADATA in metadata:
+        raise _reserved()
+    return _checkpoint_bound(place, versions, parent_id), _encode_json((metadata, values))
+
+
+def _reserved() -> ConfigError:
+    return ConfigError(f"metadata key {SEALED_METADATA!r} is reserved for encrypted metadata")
+
+
+def sealed_metadata(
+    crypt: Encryption, metadata: Mapping[str, Any], sealed: bytes
+) -> dict[str, Any]:
+    """The metadata a put stores, from the seal of :func:`metadata_to_seal` or
+    :func:`checkpoint_to_seal`: the clear keys and the sealed copy."""
+    clear = crypt.clear_metadata
+    out = {k: v for k, v in metadata.items() if k in clear}
+    out[SEALED_METADATA] = _b2a(sealed)[:-1].decode()  # base64, without its newline
     return out
 
 
@@ -479,6 +616,25 @@ def open_metadata(
     """The metadata of a checkpoint as put, from what is stored (sealed or in clear).
 
     Raises:
+        DecodeError: as :func:`open_checkpoint`.
+    """
+    return open_checkpoint(crypt, stored, place, versions, parent_id, where)[0]
+
+
+def open_checkpoint(
+    crypt: Encryption | None,
+    stored: Mapping[str, Any],
+    place: bytes,
+    versions: Mapping[str, str],
+    parent_id: str | None,
+    where: Callable[[], str],
+) -> tuple[Mapping[str, Any], dict[str, Any] | None]:
+    """``(metadata as put, the head values sealed with it)`` from stored metadata.
+
+    The values are ``None`` unless the metadata is an envelope (format 3,
+    :func:`checkpoint_to_seal`).
+
+    Raises:
         DecodeError: naming the key id and the checkpoint: the key is missing,
             the sealed copy does not authenticate, or it disagrees with the
             stored clear keys, versions or parent (the row was edited).
@@ -490,9 +646,9 @@ def open_metadata(
                 f"metadata {where()} is stored in clear and this saver's encryption has "
                 "allow_plaintext=False; seal the store with `tether rekey`, or allow plaintext"
             )
-        return stored
+        return stored, None
     try:
-        raw = base64.b64decode(sealed, validate=True) if isinstance(sealed, str) else b""
+        raw = _b64decode(sealed, validate=True) if type(sealed) is str else b""
     except (binascii.Error, ValueError):
         raw = b""
     if not raw:
@@ -510,7 +666,13 @@ def open_metadata(
             "versions and parent: one of them was changed, or it was copied from another row"
         )
         raise
-    meta = msgspec.json.decode(plain)
+    # The format is authenticated (the header is part of the associated data).
+    values = None
+    meta = _decode_json(plain)
+    if raw[0] == _ENVELOPE:
+        if type(meta) is not list or len(meta) != 2 or type(meta[1]) is not dict:
+            raise DecodeError(f"sealed metadata {where()} is not a checkpoint envelope")
+        meta, values = meta
     if type(meta) is not dict:
         raise DecodeError(f"sealed metadata {where()} is not a metadata object")
     for key, value in stored.items():
@@ -519,7 +681,19 @@ def open_metadata(
                 f"metadata key {key!r} {where()} differs from its sealed copy: the row was "
                 "changed in the store after it was written; it is not read"
             )
-    return meta
+    return meta, values
+
+
+def is_envelope(stored: Mapping[str, Any]) -> bool:
+    """Whether stored metadata is a checkpoint's envelope (format 3): its head's
+    values marked ``[]`` are sealed in it."""
+    sealed = stored.get(SEALED_METADATA)
+    if type(sealed) is not str:
+        return False
+    try:
+        return _b64decode(sealed[:4], validate=True)[:1] == bytes((_ENVELOPE,))
+    except (binascii.Error, ValueError):
+        return False
 
 
 # --- small values sealed in the head ------------------------------------------------------
@@ -535,7 +709,18 @@ def seal_inline(crypt: Encryption, place: bytes, value: Any) -> list[str]:
     than its base64). It names no checkpoint: a put that carries the channel
     over copies it as it is, like a value row.
     """
-    return [_b64encode(crypt.seal(place, _encode_json(value))).decode("ascii")]
+    return inline_stored(crypt.seal(place, _encode_json(value)))
+
+
+def inline_stored(sealed: bytes) -> list[str]:
+    """A head's inline value as stored, from its sealed JSON text (:func:`seal_inline`)."""
+    return [_b2a(sealed)[:-1].decode()]  # base64, without its newline
+
+
+def in_envelope(stored: Any) -> bool:
+    """Whether a head's inline value is ``[]``: sealed in its checkpoint's envelope
+    (format 3, :func:`checkpoint_to_seal`)."""
+    return type(stored) is list and not stored
 
 
 def inline_sealed(stored: Any) -> bytes | None:
@@ -598,15 +783,38 @@ def open_head(
     versions: Mapping[str, str],
     values: Mapping[str, Any],
     where: Callable[[str], str],
+    envelope: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A head's inline values (``channel_values``) as put: :func:`open_inline` of each.
+    """A head's inline values (``channel_values``) as put: :func:`open_inline` of each,
+    and those marked ``[]`` from ``envelope``, the values its checkpoint's envelope
+    holds (:func:`open_checkpoint`).
 
     ``where(channel)`` names the value in errors.
+
+    Raises:
+        DecodeError: as :func:`open_inline`; or the channels marked ``[]`` are not
+            exactly those the envelope holds (the head was changed).
     """
     out = {}
+    enveloped = 0
     for channel, stored in values.items():
+        if type(stored) is list and not stored:  # in_envelope
+            if envelope is None or channel not in envelope:
+                raise DecodeError(
+                    f"value {where(channel)} is marked as sealed with its checkpoint's "
+                    "metadata, which does not hold it: the head was changed; it is not read"
+                )
+            out[channel] = envelope[channel]
+            enveloped += 1
+            continue
         place = inline_place(thread_id, ns, channel, str(versions.get(channel)))
         out[channel] = open_inline(crypt, stored, place, functools.partial(where, channel))
+    if envelope and enveloped != len(envelope):
+        lost = min(c for c in envelope if not in_envelope(values.get(c)))
+        raise DecodeError(
+            f"value {where(lost)} was sealed with its checkpoint's metadata and the head no "
+            "longer marks it so: the head was changed; it is not read"
+        )
     return out
 
 

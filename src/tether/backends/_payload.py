@@ -50,7 +50,7 @@ from __future__ import annotations
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -74,6 +74,7 @@ __all__ = [
     "BlobCodec",
     "EncodedValue",
     "checksum",
+    "sealed_payload",
     "where",
 ]
 
@@ -243,12 +244,38 @@ class BlobCodec:
     def _sealed(self, tag: str, data: bytes, place: bytes | None) -> EncodedValue:
         crypt = self.crypt
         assert crypt is not None
+        encoding, bound, body = self.to_seal(tag, data, place)
+        return tag, encoding, sealed_payload(crypt.seal(bound, body))
+
+    def to_seal(self, tag: str, data: bytes, place: bytes | None) -> tuple[int, bytes, bytes]:
+        """The first half of a sealed :meth:`encode_bytes`: ``(encoding, associated data,
+        body)``. The caller seals the body (:meth:`Encryption.seal_many
+        <tether.encryption.Encryption.seal_many>`, with the other values of its put)
+        and stores :func:`sealed_payload` of the seal.
+
+        Raises:
+            EncodeError: no place, or ``data`` is larger than ``max_value_size``.
+        """
         if place is None:
             raise EncodeError(f"a {tag} value to encrypt was given no place to bind it to")
         encoding, body = self._frame(tag, data)
         encoding |= ENCRYPTED
-        sealed = crypt.seal(_bind(place, tag, encoding), body)
-        return tag, encoding, _pack_u32(checksum(sealed)) + sealed
+        return encoding, _bind(place, tag, encoding), body
+
+    def encode_many(
+        self, serde: SerializerProtocol, items: Sequence[tuple[Any, bytes | None]]
+    ) -> list[EncodedValue]:
+        """:meth:`encode` of each ``(value, place)``; sealed ones are sealed together
+        (:meth:`Encryption.seal_many <tether.encryption.Encryption.seal_many>`)."""
+        crypt = self.crypt
+        if crypt is None:
+            return [self.encode(serde, value) for value, _ in items]
+        parts = []
+        for value, place in items:
+            tag, data = (EMPTY_TAG, b"") if value is EMPTY else serde.dumps_typed(value)
+            parts.append((tag, *self.to_seal(tag, data, place)))
+        sealed = crypt.seal_many([(bound, body) for _, _, bound, body in parts])
+        return [(p[0], p[1], sealed_payload(s)) for p, s in zip(parts, sealed, strict=True)]
 
     def rewrap(
         self,
@@ -476,6 +503,19 @@ class _Unknown(Exception):
     """An encoding this tether does not know."""
 
 
+def sealed_payload(sealed: bytes) -> bytes:
+    """The payload stored for sealed bytes: their checksum, then them."""
+    return _pack_u32(_xxh3(sealed) & 0xFFFFFFFF) + sealed
+
+
+_BOUND: dict[tuple[str, int], bytes] = {}  # (type, encoding) -> the end of the associated data
+
+
 def _bind(place: bytes, tag: str, encoding: int) -> bytes:
     """The associated data of a sealed value: its place, encoding and type."""
-    return place + _pack_u32(encoding) + tag.encode("utf-8", "surrogatepass")
+    end = _BOUND.get((tag, encoding))
+    if end is None:
+        end = _pack_u32(encoding) + tag.encode("utf-8", "surrogatepass")
+        if len(_BOUND) < 256:  # a saver's types are few; a stray one is not kept
+            _BOUND[(tag, encoding)] = end
+    return place + end

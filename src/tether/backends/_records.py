@@ -26,7 +26,13 @@ channels the put carries over (``PutPlan.carried``) have no stored value
 Used by every backend. Postgres keeps small primitive values inline in its
 JSONB head (``encode_put(inline=...)``) and resolves the channels a put
 carries over inside its ``put`` statement (``postgres/_sql.py``), because
-there that is one round trip; the records are the same.
+there that is one round trip; the records are the same. With a keyring, a
+put's records are sealed by :mod:`tether.backends._seal_put`.
+
+Why one long module: encoding a put or a batch of writes and assembling a
+tuple back are the two directions of one record format, sharing its record
+types and the context every decode error names; split, each half would
+re-state what the other stores.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from tether.backends._delta import (
 from tether.backends._pages import RUN, DecodeMemo, extend_run, part
 from tether.backends._payload import ENCODING_PLAIN, ENCRYPTED, BlobCodec
 from tether.backends._payload import where as _where
+from tether.backends._seal_put import seal_put
 from tether.checkpoint import (
     Address,
     ChannelVersions,
@@ -69,12 +76,9 @@ from tether.contract import (
 )
 from tether.encryption import (
     SEALED_METADATA,
-    inline_place,
     metadata_place,
+    open_checkpoint,
     open_head,
-    open_metadata,
-    seal_inline,
-    seal_metadata,
     value_place,
     write_place,
 )
@@ -220,6 +224,7 @@ def encode_put(
     new_versions: ChannelVersions,
     *,
     inline: Callable[[Any], bool] | None = None,
+    envelope: bool = False,
 ) -> PutPlan:
     """Validate and encode one ``put`` (the contract's checks, then the serializer).
 
@@ -227,7 +232,12 @@ def encode_put(
     serializer :func:`~tether.backends._delta.supports`; ``None`` stores
     every value whole). ``inline(value)`` says which values the head keeps
     in its ``channel_values`` instead of a value record (values that survive
-    the backend's JSON exactly, type included); ``None``: none.
+    the backend's JSON exactly, type included); ``None``: none. ``envelope``:
+    with encryption, seal those values with the metadata, as one value
+    (:func:`~tether.encryption.checkpoint_to_seal`), for a backend that carries
+    a value over in Python (it seals it on its own in the new head:
+    :func:`~tether.encryption.seal_inline`); Postgres copies heads' values in
+    SQL, so it seals each on its own.
 
     Raises:
         ConfigError: the config, checkpoint, versions or metadata are not storable.
@@ -243,34 +253,41 @@ def encode_put(
     if appends is not None and not supports(serde):
         appends = None
     crypt = codec.crypt
-    sealed = crypt is not None  # every value sealed, bound to its place (#17)
     values: list[ValueRecord] = []
     fallbacks: list[Fallback] = []
     inlined: dict[str, Any] = {}
-    for channel, (version, value) in named.items():
-        if inline is not None and value is not EMPTY and inline(value):
-            if crypt is not None:  # sealed where it is kept, in the head
-                value = seal_inline(crypt, inline_place(tid, ns, channel, version), value)
-            inlined[channel] = value
-            continue
-        if appends is None or value is EMPTY:
-            place = value_place(tid, ns, channel, version, None) if sealed else None
-            values.append(ValueRecord(channel, version, *codec.encode(serde, value, place)))
-            continue
-        plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
-        at = (lambda v, b, c=channel: value_place(tid, ns, c, v, b)) if sealed else None
-        for ver, tag, encoding, payload, base in codec.encode_plan(plan, at):
-            values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
-        if plan.needs is not None and plan.fallback is not None:
-            fallbacks.append(Fallback(len(values) - 1, plan.needs, channel, plan.fallback))
-    if inline is not None:
-        head["channel_values"] = inlined
+    if crypt is None:
+        for channel, (version, value) in named.items():
+            if inline is not None and value is not EMPTY and inline(value):
+                inlined[channel] = value
+            elif appends is None or value is EMPTY:
+                values.append(ValueRecord(channel, version, *codec.encode(serde, value)))
+            else:
+                plan = appends.plan((tid, ns, channel), version, *serde.dumps_typed(value))
+                for ver, tag, encoding, payload, base in codec.encode_plan(plan):
+                    values.append(ValueRecord(channel, ver, tag, encoding, payload, base))
+                if plan.needs is not None and plan.fallback is not None:
+                    fallbacks.append(Fallback(len(values) - 1, plan.needs, channel, plan.fallback))
     versions = {c: str(v) for c, v in checkpoint["channel_versions"].items()}
     run_id = meta.get("run_id")
-    if codec.crypt is not None:
-        meta = seal_metadata(
-            codec.crypt, meta, metadata_place(tid, ns, cid), versions, addr.checkpoint_id
+    if crypt is not None:
+        sealed = seal_put(
+            crypt,
+            codec,
+            serde,
+            appends,
+            (tid, ns, cid, addr.checkpoint_id),
+            named,
+            versions,
+            meta,
+            inline,
+            envelope,
         )
+        values = [ValueRecord(*row) for row in sealed.rows]
+        fallbacks = [Fallback(*fb) for fb in sealed.fallbacks]
+        inlined, meta = sealed.inlined, sealed.metadata
+    if inline is not None:
+        head["channel_values"] = inlined
     return PutPlan(
         address=addr.with_id(cid),
         parent_id=addr.checkpoint_id,
@@ -370,14 +387,20 @@ def encode_writes(
             "(configurable.checkpoint_id), as returned by put()"
         )
     tid, ns, cid = addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id
-    at = (lambda r: write_place(tid, ns, cid, r.task_id, r.idx, r.channel)) if codec.crypt else None
-    records = [
-        WriteRecord(
-            r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value, at and at(r))
-        )
-        for r in prepare_writes(writes, task_id, task_path)
+    prepared = prepare_writes(writes, task_id, task_path)
+    if codec.crypt is None:
+        return addr, [
+            WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *codec.encode(serde, r.value))
+            for r in prepared
+        ]
+    encoded = codec.encode_many(
+        serde,
+        [(r.value, write_place(tid, ns, cid, r.task_id, r.idx, r.channel)) for r in prepared],
+    )
+    return addr, [
+        WriteRecord(r.task_id, r.task_path, r.idx, r.channel, *e)
+        for r, e in zip(prepared, encoded, strict=True)
     ]
-    return addr, records
 
 
 def decode_writes(
@@ -484,11 +507,14 @@ def decode_values(
     memo: DecodeMemo | None = None,
     appends: AppendTracker | None = None,
     unstored: Collection[str] | None = (),
+    envelope: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A checkpoint's channel values: ``values`` (those kept inline, returned with
     the others added) and the stored value of every other channel of ``versions``.
 
-    The arguments are :func:`assemble`'s. A channel stored as empty is left
+    The arguments are :func:`assemble`'s; ``envelope``: the values sealed with
+    the checkpoint's metadata (:func:`~tether.encryption.open_checkpoint`),
+    which ``values`` marks ``[]``. A channel stored as empty is left
     out; one without a stored value is left out when ``unstored`` names it
     (or is ``None``) and is damage otherwise.
 
@@ -500,7 +526,9 @@ def decode_values(
     tid, ns = address.thread_id, address.checkpoint_ns
     crypt = codec.crypt
     if values and (crypt is not None or any(type(v) is list for v in values.values())):
-        values = open_head(crypt, tid, ns, versions, values, lambda c: _where(address, c, None))
+        values = open_head(
+            crypt, tid, ns, versions, values, lambda c: _where(address, c, None), envelope
+        )
 
     def place_of(channel: str, version: str, base: str | None) -> bytes | None:
         return value_place(tid, ns, channel, version, base) if crypt is not None else None
@@ -657,8 +685,9 @@ def assemble(
         versions = {str(k): str(v) for k, v in stored.items()}
     tid, ns = address.thread_id, address.checkpoint_ns
     crypt = codec.crypt
+    envelope = None
     if crypt is not None or SEALED_METADATA in metadata:
-        metadata = open_metadata(
+        metadata, envelope = open_checkpoint(
             crypt,
             metadata,
             metadata_place(tid, ns, address.checkpoint_id or ""),
@@ -676,6 +705,7 @@ def assemble(
         memo=memo,
         appends=appends,
         unstored=unstored,
+        envelope=envelope,
     )
     checkpoint["channel_values"] = values
     cid = address.checkpoint_id or ""

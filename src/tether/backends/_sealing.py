@@ -18,17 +18,21 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from tether.backends._payload import ENCRYPTED, BlobCodec, where
 from tether.backends._records import StoredValue, WriteRecord
 from tether.checkpoint import Address
 from tether.encryption import (
     SEALED_METADATA,
     Encryption,
+    in_envelope,
     inline_place,
     inline_sealed,
+    inline_stored,
     metadata_place,
+    open_checkpoint,
     open_inline,
-    open_metadata,
     seal_inline,
     seal_metadata,
     value_place,
@@ -36,7 +40,10 @@ from tether.encryption import (
 )
 from tether.errors import ConfigError, DecodeError
 
+_encode_json = msgspec.json.encode
+
 __all__ = [
+    "carried_from_envelope",
     "head_is_current",
     "is_current",
     "metadata_is_current",
@@ -77,6 +84,8 @@ def reseal_head(
     clear (a head written before encryption was on), are sealed under the
     active key. A copy (``src != dst``) seals its sealed values again for the
     target and leaves values in clear as they are, as it does value rows.
+    Values marked ``[]`` are in the checkpoint's envelope, sealed again with
+    its metadata (:func:`reseal_metadata`): they stay as they are.
 
     Raises:
         ConfigError: sealed values and no keyring (a copy by a saver without keys).
@@ -89,6 +98,9 @@ def reseal_head(
     out: dict[str, Any] = {}
     changed = False
     for channel, stored in inline.items():
+        if in_envelope(stored):
+            out[channel] = stored
+            continue
         raw = inline_sealed(stored)
         if (raw is None and src != dst) or (
             raw is not None and src == dst and crypt is not None and raw.startswith(crypt.header())
@@ -105,12 +117,52 @@ def reseal_head(
     return {**head, "channel_values": out} if changed else None
 
 
+def carried_from_envelope(
+    crypt: Encryption | None,
+    source: Address,
+    parent_id: str | None,
+    head_versions: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    carried: Mapping[str, str],
+) -> dict[str, list[str]]:
+    """Small values a put carries over from a checkpoint that sealed them in its envelope
+    (format 3), each sealed on its own for the new head (:func:`~tether.encryption.seal_inline`):
+    the envelope names its checkpoint, the new head cannot copy it.
+
+    ``source``: the checkpoint whose head marks the values ``[]`` (its parent,
+    versions and stored metadata given); ``carried``: channel -> version of the
+    values to carry (the source head's versions, checked by the caller).
+
+    Raises:
+        DecodeError: the envelope does not open (no keys, another key, changed),
+            or does not hold a value its head marks (as on read).
+    """
+    tid, ns, cid = source.thread_id, source.checkpoint_ns, source.checkpoint_id or ""
+    versions = {str(k): str(v) for k, v in head_versions.items()}
+    _, values = open_checkpoint(
+        crypt, metadata, metadata_place(tid, ns, cid), versions, parent_id, lambda: where(source)
+    )
+    assert crypt is not None  # open_checkpoint refuses sealed metadata without keys
+    items = []
+    for channel, version in carried.items():
+        if values is None or channel not in values:
+            raise DecodeError(
+                f"value {where(source, channel)} is marked as sealed with its checkpoint's "
+                "metadata, which does not hold it: the head was changed; it is not carried over"
+            )
+        items.append((inline_place(tid, ns, channel, version), _encode_json(values[channel])))
+    sealed = crypt.seal_many(items) if items else []
+    return {c: inline_stored(s) for c, s in zip(carried, sealed, strict=True)}
+
+
 def head_is_current(crypt: Encryption, head: Mapping[str, Any]) -> bool:
     """Whether every value a head keeps inline is sealed under the active key."""
     inline = head.get("channel_values")
     if not inline or not isinstance(inline, dict):
         return True
     for stored in inline.values():
+        if in_envelope(stored):
+            continue  # sealed with the metadata (metadata_is_current)
         try:
             raw = inline_sealed(stored)
         except DecodeError:
@@ -137,7 +189,7 @@ def metadata_is_current(crypt: Encryption, metadata: Mapping[str, Any]) -> bool:
         raw = base64.b64decode(sealed, validate=True) if isinstance(sealed, str) else b""
     except (binascii.Error, ValueError):
         return False
-    return raw.startswith(crypt.header())  # the active key, in the current format
+    return crypt.is_active(raw)  # the active key, in a current format (2, or 3: an envelope)
 
 
 def refuse_copy(source: str) -> ConfigError:
@@ -198,7 +250,9 @@ def reseal_metadata(
     """Stored metadata of thread ``src`` as sealed for ``dst`` (``None``: keep it as is).
 
     Metadata in clear is sealed (rekey of a store encrypted later); sealed
-    metadata is opened and checked against the checkpoint first.
+    metadata is opened and checked against the checkpoint first. An envelope
+    (format 3) is sealed again as an envelope with the values it holds, even
+    by a ring that keeps new metadata in clear: its head marks them ``[]``.
 
     Raises:
         ConfigError: sealed metadata and no keyring.
@@ -210,7 +264,7 @@ def reseal_metadata(
         raise refuse_copy(src)
 
     at = Address(src, ns, checkpoint_id)
-    meta = open_metadata(
+    meta, values = open_checkpoint(
         crypt,
         metadata,
         metadata_place(src, ns, checkpoint_id),
@@ -219,5 +273,5 @@ def reseal_metadata(
         lambda: where(at),
     )
     return seal_metadata(
-        crypt, dict(meta), metadata_place(dst, ns, checkpoint_id), versions, parent_id
+        crypt, meta, metadata_place(dst, ns, checkpoint_id), versions, parent_id, values
     )

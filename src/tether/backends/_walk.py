@@ -30,7 +30,13 @@ from tether.backends._records import (
 )
 from tether.checkpoint import Address, ChannelHistory, text_problem
 from tether.contract import EMPTY_TAG
-from tether.encryption import open_head, write_place
+from tether.encryption import (
+    in_envelope,
+    metadata_place,
+    open_checkpoint,
+    open_head,
+    write_place,
+)
 from tether.errors import StorageError
 from tether.serde.base import SerializerProtocol
 
@@ -66,9 +72,12 @@ class Ancestor:
     checkpoint_id: str
     parent_id: str | None
     versions: Mapping[str, str]  # channel -> version (text), the walked channels' at least
-    inline: Mapping[str, Any]  # values kept inline in the head (Postgres); else empty
+    inline: Mapping[str, Any]  # values kept inline in the head (as stored, sealed or not)
     unstored: Collection[str] | None  # as for decode_values
     writes: Sequence[WriteRecord]  # its pending writes to the walked channels, in S2.4 order
+    # For a head whose inline values are in its envelope ("[]", format 3): its stored
+    # metadata and every channel's version, which the envelope is bound to.
+    envelope: tuple[Mapping[str, Any], Mapping[str, str]] | None = None
 
 
 @dataclass(slots=True)
@@ -84,6 +93,10 @@ class DeltaWalk:
     inline: dict[str, Any]
     # the inline seeds' versions (a sealed one is bound to its version)
     inline_versions: dict[str, str] = field(default_factory=dict)
+    # the inline seeds kept in their checkpoint's envelope: (metadata, versions, parent)
+    envelopes: dict[str, tuple[Mapping[str, Any], Mapping[str, str], str | None]] = field(
+        default_factory=dict
+    )
 
 
 def seeds_at(
@@ -164,6 +177,8 @@ def walk_delta(
             if version is None:
                 walk.inline[channel] = found.inline[channel]
                 walk.inline_versions[channel] = str(found.versions.get(channel))
+                if found.envelope is not None and in_envelope(found.inline[channel]):
+                    walk.envelopes[channel] = (*found.envelope, found.parent_id)
             remaining.remove(channel)
         child, cursor = at, found.parent_id
     for channel, groups in blocks.items():
@@ -191,6 +206,23 @@ def _write_place(codec: BlobCodec, at: Address, w: WriteRecord) -> bytes | None:
     return write_place(
         at.thread_id, at.checkpoint_ns, at.checkpoint_id or "", w.task_id, w.idx, w.channel
     )
+
+
+def _envelope(
+    codec: BlobCodec,
+    at: Address,
+    channel: str,
+    sealed: tuple[Mapping[str, Any], Mapping[str, str], str | None] | None,
+) -> dict[str, Any] | None:
+    """A seed's value from its checkpoint's envelope (format 3), as ``open_head`` takes it."""
+    if sealed is None:
+        return None
+    metadata, versions, parent_id = sealed
+    place = metadata_place(at.thread_id, at.checkpoint_ns, at.checkpoint_id or "")
+    _, values = open_checkpoint(
+        codec.crypt, metadata, place, versions, parent_id, functools.partial(where, at)
+    )
+    return {channel: values[channel]} if values and channel in values else {}
 
 
 def delta_history(
@@ -245,6 +277,7 @@ def delta_history(
                     versions,
                     stored,
                     functools.partial(where, at),
+                    _envelope(codec, at, channel, walk.envelopes.get(channel)),
                 )
                 entry["seed"] = opened[channel]
             else:

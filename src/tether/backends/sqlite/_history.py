@@ -35,11 +35,12 @@ fragments below, per channel count and name kind, and cached.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tether.backends._inline import head_inline
 from tether.backends._records import HEAD_JSON, BlobKey, StoredValue, WriteRecord
+from tether.backends._sqlbase import metadata_from_json
 from tether.backends._walk import (
     Ancestor,
 )
@@ -51,7 +52,9 @@ from tether.backends.sqlite._rows import (
     row_unstored,
 )
 from tether.backends.sqlite._sql import CHECKPOINT_COLUMNS
+from tether.checkpoint import Address
 from tether.contract import EMPTY_TAG
+from tether.encryption import in_envelope
 
 __all__ = ["Walked", "params", "path_safe", "statement"]
 
@@ -239,6 +242,7 @@ class Walked:
         for r in heads:
             versions: dict[str, str] = {}
             inline: dict[str, Any] = {}
+            envelope: tuple[Mapping[str, Any], Mapping[str, str]] | None = None
             for i, channel in enumerate(channels):
                 state, version = r[14 + i], r[14 + n + i]
                 if state == _NONE:
@@ -247,6 +251,10 @@ class Walked:
                     at, values = head_inline(r[5], r[6])
                     inline[channel] = values[channel]
                     version = str(at.get(channel))
+                    if envelope is None and in_envelope(values[channel]):
+                        # sealed in the head's envelope: bound to every channel's version
+                        meta = metadata_from_json(r[8], address=Address(r[1], r[2], r[3]))
+                        envelope = (meta, {str(k): str(v) for k, v in at.items()})
                 elif state == _EMPTY:
                     self.stored.setdefault((channel, version), _EMPTY_ROW)
                 versions[channel] = version
@@ -254,4 +262,4 @@ class Walked:
             mine = writes.get(cid, [])
             mine.sort(key=lambda w: w.order)
             unstored = row_unstored(r[1:12])
-            self.ancestors[cid] = Ancestor(cid, r[4], versions, inline, unstored, mine)
+            self.ancestors[cid] = Ancestor(cid, r[4], versions, inline, unstored, mine, envelope)

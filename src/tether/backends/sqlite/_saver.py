@@ -77,7 +77,7 @@ from tether.backends._records import (
     encode_put,
     encode_writes,
 )
-from tether.backends._sealing import rekey_codec
+from tether.backends._sealing import carried_from_envelope, rekey_codec
 from tether.backends._sqlbase import (
     BlobCodec,
     group_writes,
@@ -179,7 +179,7 @@ from tether.contract import (
     loads_json,
     metadata_matches,
 )
-from tether.encryption import Encryption, encryption_from
+from tether.encryption import Encryption, encryption_from, in_envelope
 from tether.errors import ConfigError
 from tether.lifecycle import Retention
 from tether.serde.base import SerializerProtocol, UntypedSerializerProtocol
@@ -744,6 +744,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             metadata,
             new_versions,
             inline=self._inline,
+            envelope=True,
         )
         index = plan_index(plan, checkpoint, new_versions)
         self._write(self._put, plan, index, threads=[plan.address.thread_id])
@@ -769,7 +770,9 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         runnable = index.runnable
         carried: dict[str, Any] = {}
         if plan.carried:
-            carried, missing, parent, stored = _resolve_carried(conn, plan, self._conns.where)
+            carried, missing, parent, stored = _resolve_carried(
+                conn, plan, self._conns.where, self._crypt
+            )
             if carried:
                 head_type, head_bytes = with_inline(plan.head, carried)
             # A candidate trigger with a value (inline or stored, not empty): nodes
@@ -1061,7 +1064,7 @@ def _blob_row(tid: str, ns: str, v: ValueRecord) -> tuple[Any, ...]:
 
 
 def _resolve_carried(
-    conn: sqlite3.Connection, plan: PutPlan, where: str
+    conn: sqlite3.Connection, plan: PutPlan, where: str, crypt: Encryption | None = None
 ) -> tuple[dict[str, Any], list[str], tuple[dict[str, str] | None, set[str] | None], set[str]]:
     """Where the channels a put does not name are stored, looked up in its transaction.
 
@@ -1070,7 +1073,9 @@ def _resolve_carried(
     the new head); a blob row at that version (nothing to do); inline in
     another checkpoint of the namespace at that version (LangGraph's
     ``__copy__`` fork is put under another parent with ``new_versions={}``);
-    else missing (see :func:`~tether.backends._records.check_carried`).
+    else missing (see :func:`~tether.backends._records.check_carried`). A value
+    sealed in its checkpoint's envelope (format 3) is opened and sealed on its
+    own for the new head (:func:`~tether.backends._sealing.carried_from_envelope`).
 
     Returns:
         ``(inline values to carry, missing channels, (parent versions, parent
@@ -1081,6 +1086,7 @@ def _resolve_carried(
     Raises:
         StorageError: the parent row, whose inline values would be carried,
             fails its checksum.
+        DecodeError: an envelope to carry a value from does not open.
     """
     addr = plan.address
     tid, ns = addr.thread_id, addr.checkpoint_ns
@@ -1094,10 +1100,16 @@ def _resolve_carried(
     if row is not None:
         check_row(row, where)
         head_versions, inline = head_inline(row[4], row[5])
+        enveloped: dict[str, str] = {}
         for channel, version in plan.carried.items():
             if channel in inline and str(head_versions.get(channel)) == version:
-                carried[channel] = inline[channel]
+                if in_envelope(inline[channel]):
+                    enveloped[channel] = version
+                else:
+                    carried[channel] = inline[channel]
                 del rest[channel]
+        if enveloped:
+            carried.update(_from_envelope(row, head_versions, enveloped, crypt))
         if row[8] is not None:  # its put recorded what it lacked (version 4)
             try:
                 versions = loads_json(row[6])
@@ -1114,7 +1126,23 @@ def _resolve_carried(
             check_row(found, where)
             at, inline = head_inline(found[4], found[5])
             if channel in inline and str(at.get(channel)) == rest[channel]:
-                carried[channel] = inline[channel]
+                if in_envelope(inline[channel]):
+                    carried.update(_from_envelope(found, at, {channel: rest[channel]}, crypt))
+                else:
+                    carried[channel] = inline[channel]
                 missing.remove(channel)
                 break
     return carried, missing, (versions, lacked), stored
+
+
+def _from_envelope(
+    row: Sequence[Any],
+    head_versions: Mapping[str, Any],
+    carried: Mapping[str, str],
+    crypt: Encryption | None,
+) -> dict[str, list[str]]:
+    """Values a checkpoint row (``CHECKPOINT_COLUMNS``) keeps in its envelope, sealed on
+    their own for a put that carries them over."""
+    source = Address(row[0], row[1], row[2])
+    meta = metadata_from_json(row[7], address=source)
+    return carried_from_envelope(crypt, source, row[3], head_versions, meta, carried)
