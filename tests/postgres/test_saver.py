@@ -44,6 +44,23 @@ async def test_round_trip_inline_and_blob_values(mode: str, saver: PostgresSaver
 
 
 @pytest.mark.parametrize("mode", MODES)
+async def test_metadata_floats_in_exponent_form_read_back_as_floats(
+    mode: str, saver: PostgresSaver
+) -> None:
+    """JSONB keeps numbers as numeric: an integral float JSON writes in exponent form
+    (1e16 and up) must be written so that it reads back as a float, not an int."""
+    meta = {"a": 1e16, "b": [2.5e16, {"c": 1e300}], "d": 1e22, "e": 1e15, "f": -0.0, "g": 0.1}
+    cfg = await call(mode, saver, "put", make_config("t"), checkpoint({}, {}), meta, {})
+    tup = await call(mode, saver, "get_tuple", cfg)
+    assert tup.metadata == meta
+    assert type(tup.metadata["a"]) is float
+    assert type(tup.metadata["b"][0]) is float
+    assert type(tup.metadata["b"][1]["c"]) is float
+    assert type(tup.metadata["d"]) is float
+    assert [t.config for t in await listing(mode, saver, None, filter={"a": 1e16})] == [cfg]
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_unnamed_channels_come_from_storage(mode: str, saver: PostgresSaver) -> None:
     """Channels not in new_versions are read from earlier puts, never from channel_values."""
     v1 = {"s": "1", "l": "1"}

@@ -44,7 +44,20 @@ class AsyncGroupCommit:
         runs a batch and settles every write of it.
         """
         async with self._cond:
-            self._queue.append(write)
+            # Idle (nothing queued, a turn free): run it alone at once, as the
+            # loop below would, without the queue's bookkeeping (#19 goal 7).
+            alone_now = not self._queue and self._leading < self._writers
+            if alone_now:
+                self._leading += 1
+            else:
+                self._queue.append(write)
+        if alone_now:
+            try:
+                return await alone(write)
+            finally:
+                async with self._cond:
+                    self._leading -= 1
+                    self._cond.notify_all()
         while True:
             async with self._cond:
                 if True:  # ASYNC

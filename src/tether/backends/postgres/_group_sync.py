@@ -40,7 +40,20 @@ class GroupCommit:
         runs a batch and settles every write of it.
         """
         with self._cond:
-            self._queue.append(write)
+            # Idle (nothing queued, a turn free): run it alone at once, as the
+            # loop below would, without the queue's bookkeeping (#19 goal 7).
+            alone_now = not self._queue and self._leading < self._writers
+            if alone_now:
+                self._leading += 1
+            else:
+                self._queue.append(write)
+        if alone_now:
+            try:
+                return alone(write)
+            finally:
+                with self._cond:
+                    self._leading -= 1
+                    self._cond.notify_all()
         while True:
             with self._cond:
                 while not write.done and (write.taken or self._leading >= self._writers):
