@@ -172,6 +172,46 @@ def _cursor(conn: AsyncConnection[Any], binary: bool = False) -> AsyncCursor[tup
     return conn.cursor(row_factory=tuple_row, binary=binary)
 
 
+#: Where a connection keeps its two reusable cursors (text, binary), see :func:`_kept`.
+_KEPT = "_tether_cursors"
+
+
+def _kept(conn: AsyncConnection[Any], binary: bool) -> AsyncCursor[tuple[Any, ...]] | None:
+    """The raw-query cursor ``conn`` keeps for tether's one-statement operations, made
+    on its first use; ``None`` when the connection has a cursor class of its own
+    (statements then get a cursor of that class each, as before).
+
+    A new cursor per statement cost a fresh adapters map and transformer, whose
+    loaders were then looked up again for each column of each result (a read
+    returns 22): about a fifth of a get_tuple's client instructions, 55k per
+    write (callgrind, #19 goal 7). One connection runs one operation at a time
+    (the pool's, or the single connection's lock), so its cursor is never shared
+    by two; statements run together in one pipeline (group commit) each still
+    get their own. The cursor lives as long as the connection (stored on it);
+    :func:`_done` frees each result once read, so a large value is not kept.
+    """
+    if conn.cursor_factory is not AsyncCursor:
+        return None
+    kept: list[AsyncCursor[tuple[Any, ...]] | None] | None = vars(conn).get(_KEPT)
+    if kept is None:
+        kept = vars(conn)[_KEPT] = [None, None]
+    cur = kept[binary]
+    if cur is None:
+        cur = kept[binary] = _cursor(conn, binary)
+        if binary:
+            # JSONB through msgspec (exact, 3-4x the json module); on the cursor,
+            # so a caller's connection keeps its own loader.
+            set_json_loads(loads_json, cur)
+    return cur
+
+
+def _done(cur: AsyncCursor[tuple[Any, ...]]) -> None:
+    """Free the result a kept cursor holds until its next statement (see :func:`_kept`)."""
+    result = cur.pgresult
+    if result is not None:
+        result.clear()
+
+
 async def _send(cur: AsyncCursor[tuple[Any, ...]], query: str, params: Any) -> None:
     """Execute ``query`` on ``cur`` (see :func:`_cursor`)."""
     if params is not None and isinstance(cur, AsyncRawCursor):
@@ -378,13 +418,21 @@ class _AsyncPostgresCore:
             # Without autocommit a read opens a transaction that must end here:
             # left open, the next write's transaction() would be a savepoint in
             # it and never commit.
-            async with self._tx(conn), _cursor(conn, binary=True) as cur:
-                if not self._owned:
-                    # JSONB through msgspec (exact, 3-4x the json module); only
-                    # on this cursor: the caller's connection keeps its loader.
-                    set_json_loads(loads_json, cur)
-                await _send(cur, query, params)
-                return await cur.fetchall()
+            async with self._tx(conn):
+                kept = _kept(conn, binary=True)
+                if kept is not None:
+                    try:
+                        await _send(kept, query, params)
+                        return await kept.fetchall()
+                    finally:
+                        _done(kept)
+                async with _cursor(conn, binary=True) as cur:
+                    if not self._owned:
+                        # JSONB through msgspec (exact, 3-4x the json module); only
+                        # on this cursor: the caller's connection keeps its loader.
+                        set_json_loads(loads_json, cur)
+                    await _send(cur, query, params)
+                    return await cur.fetchall()
 
         return await self._run(what, op)
 
@@ -600,10 +648,14 @@ class _AsyncPostgresCore:
         async def op(conn: AsyncConnection[Any]) -> Any:
             write.attempts += 1
             async with self._tx(conn):
-                cur = await _execute_tuples(conn, write.query, write.params)
-                if not write.fetch:
-                    return None
-                row = await cur.fetchone()
+                kept = _kept(conn, binary=False)
+                cur = kept if kept is not None else _cursor(conn)
+                try:
+                    await _send(cur, write.query, write.params)
+                    row = await cur.fetchone() if write.fetch else None
+                finally:
+                    if kept is not None:
+                        _done(kept)
             return None if row is None else row[0]
 
         return await self._run(write.what, op)
