@@ -86,7 +86,6 @@ __all__ = [
     "inline_place",
     "inline_sealed",
     "inline_stored",
-    "is_envelope",
     "key_id_of",
     "metadata_place",
     "metadata_to_seal",
@@ -682,18 +681,6 @@ def open_checkpoint(
                 "changed in the store after it was written; it is not read"
             )
     return meta, values
-
-
-def is_envelope(stored: Mapping[str, Any]) -> bool:
-    """Whether stored metadata is a checkpoint's envelope (format 3): its head's
-    values marked ``[]`` are sealed in it."""
-    sealed = stored.get(SEALED_METADATA)
-    if type(sealed) is not str:
-        return False
-    try:
-        return _b64decode(sealed[:4], validate=True)[:1] == bytes((_ENVELOPE,))
-    except (binascii.Error, ValueError):
-        return False
 
 
 # --- small values sealed in the head ------------------------------------------------------
