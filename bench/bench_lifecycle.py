@@ -52,6 +52,10 @@ thread as the index counts it), on SQLite and Postgres:
   nothing left, and the sweeps must have deleted what the first dry run said.
 
 ``--quick --big`` runs the same on 500 threads, for a smoke run.
+
+``python -m bench.bench_lifecycle --bloat [--vacuum=vacuum|autovacuum|none]
+[--threads=N] [--cycles=N]`` measures Postgres space around such sweeps
+(``bench/_bloat.py``; the findings are in docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -543,4 +547,19 @@ def run(quick: bool = False, big: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     from bench.__main__ import table
 
-    print(table(run(quick="--quick" in sys.argv, big="--big" in sys.argv)))
+    if "--bloat" in sys.argv:  # Postgres space around a 1M sweep (bench/_bloat.py)
+        from bench._bloat import run_bloat
+
+        opts = dict(a.removeprefix("--").split("=", 1) for a in sys.argv[1:] if "=" in a)
+        found = run_bloat(
+            DSN,
+            opts.get("vacuum", "vacuum"),
+            int(opts.get("threads", BIG_THREADS)),
+            cycles=int(opts.get("cycles", 2)),
+        )
+        print(table(found))
+        RESULTS.mkdir(exist_ok=True)
+        name = f"lifecycle_bloat_{opts.get('vacuum', 'vacuum')}.json"
+        (RESULTS / name).write_text(json.dumps(found, indent=2, default=str) + "\n")
+    else:
+        print(table(run(quick="--quick" in sys.argv, big="--big" in sys.argv)))
