@@ -41,6 +41,15 @@ the threads, in turns). Both savers are built as a user builds them,
 ``autocommit=True, prepare_threshold=0, row_factory=dict_row`` (what the
 other Postgres rows give it by hand), tether a pool with its defaults.
 ``python -m bench.bench_langgraph --short`` runs these rows alone.
+
+``update_state`` and forks (``fork`` rows, the issue's ``update_state (fork)``
+row): the W1 chat (LangChain messages, then dict messages) after N = 300
+invokes on SQLite and Postgres, then ``graph.update_state(config, {"messages":
+[message]})`` taken in turns on the two savers: 60 times on a past checkpoint
+of ``get_state_history`` (a fork: a new branch off that checkpoint; the
+checkpoints are spread over the history, the same positions on both sides),
+then 60 times on the thread's latest checkpoint. Median ms per call.
+``python -m bench.bench_langgraph --fork`` runs these rows alone.
 """
 
 from __future__ import annotations
@@ -260,6 +269,70 @@ def run_short(quick: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
+FORK_INVOKES, FORK_CALLS = 300, 60
+
+
+def _drive_fork(
+    savers: dict[str, Any], n: int, calls: int, kind: str
+) -> dict[str, dict[str, float]]:
+    """The chat of ``n`` invokes on each saver, then ``update_state`` on past checkpoints
+    (forks) and on the latest one, in turns: median ms of each."""
+    graphs = {name: _graph(saver, kind) for name, saver in savers.items()}
+    cfg = {"configurable": {"thread_id": f"fork-{kind}"}}
+    for i in range(n):
+        for graph in graphs.values():
+            graph.invoke({"messages": [_message(kind, i)]}, cfg, durability="sync")
+    history = {name: [s.config for s in g.get_state_history(cfg)] for name, g in graphs.items()}
+    assert len({len(h) for h in history.values()}) == 1, "the histories differ"
+    turn = dict.fromkeys(graphs, 0)
+
+    def update(name: str, past: bool) -> None:
+        turn[name] += 1
+        h = history[name]
+        # The same positions on both sides, spread over the whole history.
+        at = h[(turn[name] * 37) % len(h)] if past else cfg
+        message = _message(kind, 10_000 + turn[name])
+        graphs[name].update_state(at, {"messages": [message]})
+
+    forks = alternate({name: lambda name=name: update(name, True) for name in graphs}, calls)
+    latest = alternate({name: lambda name=name: update(name, False) for name in graphs}, calls)
+    return {name: {"fork": forks[name], "latest": latest[name]} for name in graphs}
+
+
+def run_fork(quick: bool = False) -> list[dict[str, Any]]:
+    """``update_state`` on a past checkpoint (a fork) and on the latest (see the module doc)."""
+    n, calls = (40, 20) if quick else (FORK_INVOKES, FORK_CALLS)
+    rows: list[dict[str, Any]] = []
+    for kind in ("langchain", "dict"):
+        with tempfile.TemporaryDirectory() as tmp:
+            conn = sqlite3.connect(Path(tmp) / "official.db", check_same_thread=False)
+            official = OfficialSqliteSaver(conn)
+            official.setup()
+            with SqliteSaver.from_conn_string(str(Path(tmp) / "tether.db")) as saver:
+                ms = _drive_fork({"tether": saver, "langgraph": official}, n, calls, kind)
+            conn.close()
+        for metric in ("fork", "latest"):
+            name = f"update_state ms ({metric})"
+            rows.append(
+                _row("sqlite", "sync", name, ms["tether"][metric], ms["langgraph"][metric], kind)
+            )
+        with (
+            _database("tether_bench_fork_official") as ourl,
+            _database("tether_bench_fork_tether") as turl,
+            OfficialPostgresSaver.from_conn_string(ourl) as official,
+            PostgresSaver.from_conn_string(turl) as saver,
+        ):
+            official.setup()
+            saver.setup()
+            ms = _drive_fork({"tether": saver, "langgraph": official}, n, calls, kind)
+        for metric in ("fork", "latest"):
+            name = f"update_state ms ({metric})"
+            rows.append(
+                _row("postgres", "sync", name, ms["tether"][metric], ms["langgraph"][metric], kind)
+            )
+    return rows
+
+
 def _drive(
     savers: dict[str, Any], n: int, durability: str, kind: str = "langchain"
 ) -> dict[str, float]:
@@ -397,6 +470,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             )
     rows += run_delta(quick)
     rows += run_short(quick)
+    rows += run_fork(quick)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langgraph.json").write_text(json.dumps({"quick": quick, "rows": rows}, indent=2))
     return rows
@@ -405,5 +479,6 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     from bench.__main__ import table
 
-    runner = run_delta if "--delta" in sys.argv else run_short if "--short" in sys.argv else run
+    runners = {"--delta": run_delta, "--short": run_short, "--fork": run_fork}
+    runner = next((r for flag, r in runners.items() if flag in sys.argv), run)
     print(table(runner(quick="--quick" in sys.argv)))
