@@ -567,15 +567,9 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         self, sql: str, args: Sequence[Any], threads: Sequence[str] | None
     ) -> _List[Sequence[Any]]:
         """The rows of one read statement (its own snapshot)."""
-        where = self._conns.where
-        with self._conns.connection() as conn:
-            try:
-                with translate_errors(where):
-                    rows: _List[Sequence[Any]] = conn.execute(sql, args).fetchall()
-            except BadJSON as exc:
-                self._raise_bad_json(conn, exc, threads)
-                raise
-        return rows
+        return self._conns.fetch(
+            sql, args, lambda conn, exc: self._raise_bad_json(conn, exc, threads)
+        )
 
     def delta_history(
         self, config: Config, channels: Sequence[str]
