@@ -222,18 +222,6 @@ _new_write = tuple.__new__  # WriteRecord from a slice of a row, without a Pytho
 _MASK64 = (1 << 64) - 1
 
 
-def _write_ok(r: Sequence[Any]) -> bool:
-    """Whether a write row of a read matches its checksum (:func:`write_checksum` inlined:
-    ``False`` for a mismatch or a column of another type than tether wrote)."""
-    try:
-        payload = r[10]
-        digest = b"" if payload is None else payload[:4] if r[9] & CHECKSUM else payload
-        data = _packb((r[3], r[4], r[5], r[6], r[7], r[8], r[9], bytes(digest)))
-        return bool(_xxh3(data) == r[11] & _MASK64)
-    except (TypeError, ValueError):
-        return False
-
-
 #: Threads remembered as read with the full statement (a hint; cleared when full).
 _WIDE_MAX = 4096
 
@@ -274,11 +262,19 @@ def _split(rows: Iterable[Sequence[Any]], where: str) -> list[_Raw]:
                 check_value_row(r, where)
             blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6], r[8])
         else:
-            # A listing returns three write rows per checkpoint in W3 (#19): the
-            # row checksum (write_checksum) is computed here in one expression,
-            # and a mismatch or a column of another type is named by check_write_row.
-            if r[11] is not None and not _write_ok(r):
-                check_write_row(r, where)
+            # The row checksum (write_checksum's bytes) computed here, not in two
+            # calls per row: a listing verifies every write row it returns (#19).
+            # A mismatch, or a column of another type, is named by check_write_row.
+            if r[11] is not None:
+                try:
+                    payload, enc = r[10], r[9]
+                    digest = b"" if payload is None else payload[:4] if enc & CHECKSUM else payload
+                    data = _packb((r[3], r[4], r[5], r[6], r[7], r[8], enc, bytes(digest)))
+                    ok = _xxh3(data) == r[11] & _MASK64
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    check_write_row(r, where)
             key = (r[1], r[2], r[3])
             rec = _new_write(WriteRecord, r[4:11])  # the row's fields, in WriteRecord's order
             bucket = grouped.get(key)
