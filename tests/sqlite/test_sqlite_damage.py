@@ -419,3 +419,59 @@ def test_write_counts_follow_every_operation(db_path: Path) -> None:
 
 def _at(tid: str, cid: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": tid, "checkpoint_ns": "", "checkpoint_id": cid}}
+
+
+# --- #19: a small state is read from its row alone, and only when its rows say so -----------
+
+
+def _small_state(path: Path, writes: int) -> dict[str, Any]:
+    """A thread whose latest checkpoint keeps every value inline; ``writes`` pending writes."""
+    with SqliteSaver(path) as saver:
+        cfg, prev = {"configurable": {"thread_id": "s", "checkpoint_ns": ""}}, None
+        for i in range(2):
+            cfg, prev = step(saver, cfg, prev, {"k": i}, {"source": "loop", "step": i})
+        if writes:
+            saver.put_writes(cfg, [("k", n) for n in range(writes)], "task")
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("writes", "damage"),
+    [
+        (1, "UPDATE tether_checkpoints SET nwrites = 0 {key}"),
+        (0, "UPDATE tether_checkpoints SET nwrites = 1 {key}"),
+        (
+            0,
+            "INSERT INTO tether_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, "
+            "channel, type, value) VALUES (?1, ?2, ?3, 'x', 0, 'k', 'msgpack', x'00')",
+        ),
+    ],
+    ids=["count-lost", "count-added", "row-added"],
+)
+def test_a_small_state_whose_count_and_write_rows_disagree_is_refused(
+    db_path: Path, writes: int, damage: str
+) -> None:
+    cfg = _small_state(db_path, writes)
+    cid = cfg["configurable"]["checkpoint_id"]
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            damage.format(key="WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"),
+            ("s", "", cid),
+        )
+    with SqliteSaver(db_path) as saver:
+        for config in (cfg, {"configurable": {"thread_id": "s"}}):
+            with pytest.raises(StorageError, match="pending write rows where it recorded"):
+                saver.get_tuple(config)
+
+
+def test_a_small_state_with_a_changed_row_is_refused(db_path: Path) -> None:
+    cfg = _small_state(db_path, 0)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "UPDATE tether_checkpoints SET metadata = "
+            "replace(metadata, '\"step\":1', '\"step\":7') "
+            "WHERE thread_id = 's' AND checkpoint_id = ?",
+            (cfg["configurable"]["checkpoint_id"],),
+        )
+    with SqliteSaver(db_path) as saver, pytest.raises(StorageError, match="checksum"):
+        saver.get_tuple({"configurable": {"thread_id": "s"}})

@@ -41,7 +41,35 @@ def test_get_tuple_is_one_statement(db_path: Path) -> None:
     tup = saver.get_tuple(thread("t"))
     assert tup is not None
     assert len(tup.pending_writes) == 2
-    assert len(_queries(statements)) == 1  # row, blobs and writes in one snapshot
+    # The first read probes the row alone, finds writes and a value row, and reads
+    # row, values and writes again in one snapshot (#19); the thread is remembered,
+    # so the next read is that one statement.
+    assert len(_queries(statements)) == 2
+    statements.clear()
+    assert saver.get_tuple(thread("t")) == tup
+    assert len(_queries(statements)) == 1
+    saver.close()
+
+
+def test_get_tuple_of_a_small_state_is_its_row(db_path: Path) -> None:
+    saver, statements = _traced(db_path)
+    cfg, prev = thread("s"), None
+    for i in range(3):
+        cfg, prev = step(saver, cfg, prev, {"k": i, "s": f"v{i}"}, {"source": "loop", "step": i})
+    statements.clear()
+    tup = saver.get_tuple(thread("s"))
+    assert tup is not None
+    assert tup.checkpoint["channel_values"] == {"k": 2, "s": "v2"}
+    assert tup.pending_writes == []
+    assert tup.parent_config is not None
+    queries = _queries(statements)
+    assert len(queries) == 1  # every value inline, no writes: the row is the checkpoint
+    assert "tether_blobs" not in queries[0]
+    # with a write, the same read returns it (the row's count and the write rows say so)
+    saver.put_writes(cfg, [("k", 9)], "task")
+    got = saver.get_tuple(thread("s"))
+    assert got is not None
+    assert got.pending_writes == [("task", "k", 9)]
     saver.close()
 
 

@@ -37,6 +37,7 @@ re-state what the other stores.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
@@ -50,7 +51,7 @@ from tether.backends._delta import (
     supports,
 )
 from tether.backends._pages import RUN, DecodeMemo, extend_run, part
-from tether.backends._payload import ENCODING_PLAIN, ENCRYPTED, BlobCodec
+from tether.backends._payload import CHECKSUM, ENCODING_PLAIN, ENCRYPTED, BlobCodec, checksum
 from tether.backends._payload import where as _where
 from tether.backends._seal_put import seal_put
 from tether.checkpoint import (
@@ -94,6 +95,7 @@ __all__ = [
     "ValueRecord",
     "WriteRecord",
     "assemble",
+    "assemble_inline",
     "check_carried",
     "decode_head",
     "decode_stored",
@@ -119,6 +121,8 @@ HEAD_JSON = "head+json"
 
 _MISSING: Any = object()
 _encode_json = msgspec.json.encode
+_new_tuple = tuple.__new__
+_read_u32 = struct.Struct("<I").unpack_from  # a payload's checksum header (_payload)
 
 
 # --- what a put stores ---------------------------------------------------------------------
@@ -479,11 +483,23 @@ def decode_stored(
     value (:mod:`tether.encryption`)."""
     # The common case (plain bytes, no encryption) goes straight to the
     # serializer; the error path still names thread, namespace, checkpoint and channel.
-    if encoding == ENCODING_PLAIN and type(payload) is bytes and codec.crypt is None:
-        try:
-            return serde.loads_typed((tag, payload))
-        except DecodeError:
-            pass  # decode again below, where the error gets its context
+    if type(payload) is bytes and codec.crypt is None:
+        data: bytes | None = None
+        if encoding == CHECKSUM:  # what every value and write is stored as now
+            body = payload[4:]
+            if (
+                len(payload) >= 4
+                and len(body) <= codec.max_value_size
+                and checksum(body) == _read_u32(payload)[0]
+            ):
+                data = body
+        elif encoding == ENCODING_PLAIN:
+            data = payload
+        if data is not None:
+            try:
+                return serde.loads_typed((tag, data))
+            except DecodeError:
+                pass  # decode again below, where the error gets its context
     return codec.decode(
         serde,
         tag,
@@ -620,6 +636,73 @@ def lost_value(address: Address, channel: str, version: str) -> StorageError:
     )
 
 
+def assemble_inline(
+    serde: SerializerProtocol,
+    codec: BlobCodec,
+    *,
+    row: Sequence[Any],
+    metadata: Mapping[str, Any],
+    writes: Sequence[WriteRecord],
+    unstored: Collection[str] | None,
+) -> CheckpointTuple | None:
+    """:func:`assemble` of a checkpoint whose values are all in its JSON head, or ``None``.
+
+    A small state (#19): no value record to look at, nothing sealed. ``row``
+    is ``(thread, namespace, id, parent id, head type, head bytes, ...)``.
+    The tuple is the one :func:`assemble` builds; ``None`` whenever anything
+    is not that simple (a head that is not JSON or not this checkpoint's,
+    encryption, a channel with neither an inline value nor a place in
+    ``unstored``), and then the caller calls :func:`assemble`, which reads
+    or refuses it as always.
+    """
+    if codec.crypt is not None or row[4] != HEAD_JSON or SEALED_METADATA in metadata:
+        return None
+    try:
+        checkpoint = loads_json(row[5])
+    except ValueError:
+        return None
+    cid = row[2]
+    if type(checkpoint) is not dict or checkpoint.get("id") != cid:
+        return None
+    values = checkpoint.get("channel_values") or {}
+    if list in map(type, values.values()):  # sealed with the metadata: open_head
+        return None
+    for channel in checkpoint.get("channel_versions") or ():
+        if channel not in values and unstored is not None and channel not in unstored:
+            return None  # a lost value: assemble names it
+    checkpoint["channel_values"] = values
+    tid, ns = row[0], row[1]
+    pending: list[PendingWrite] = []
+    if writes:
+        limit = codec.max_value_size
+        loads = serde.loads_typed
+        for w in writes:
+            # decode_stored's common case, without building the Address its
+            # errors name: a checksummed payload in clear, whose bytes read back.
+            payload = w[6]
+            if w[5] == CHECKSUM and type(payload) is bytes and 4 <= len(payload) <= limit + 4:
+                body = payload[4:]
+                if checksum(body) == _read_u32(payload)[0]:
+                    try:
+                        pending.append((w[0], w[3], loads((w[4], body))))
+                        continue
+                    except DecodeError:
+                        pass  # decoded again below, where the error gets its context
+            value = decode_stored(
+                serde, codec, Address(tid, ns, cid), w[4], w[5], payload, w[3], w[0]
+            )
+            pending.append((w[0], w[3], value))
+    parent_id = row[3]
+    parent = (
+        {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
+        if parent_id
+        else None
+    )
+    config = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
+    # CheckpointTuple's fields in order, without its Python-level __new__
+    return _new_tuple(CheckpointTuple, (config, checkpoint, metadata, parent, pending))
+
+
 def assemble(
     serde: SerializerProtocol,
     codec: BlobCodec,
@@ -710,13 +793,24 @@ def assemble(
     checkpoint["channel_values"] = values
     cid = address.checkpoint_id or ""
 
-    def write(w: WriteRecord) -> Any:
-        at = write_place(tid, ns, cid, w.task_id, w.idx, w.channel) if crypt else None
-        return decode_stored(
-            serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id, at
-        )
-
-    pending: list[PendingWrite] = [(w.task_id, w.channel, write(w)) for w in writes]
+    pending: list[PendingWrite]
+    if crypt is None:
+        pending = [
+            (w[0], w[3], decode_stored(serde, codec, address, w[4], w[5], w[6], w[3], w[0]))
+            for w in writes
+        ]
+    else:
+        pending = [
+            (
+                w.task_id,
+                w.channel,
+                decode_stored(
+                    *(serde, codec, address, w.type, w.encoding, w.value, w.channel, w.task_id),
+                    write_place(tid, ns, cid, w.task_id, w.idx, w.channel),
+                ),
+            )
+            for w in writes
+        ]
     parent = address.with_id(parent_id).to_config() if parent_id else None
     return CheckpointTuple(
         config=address.to_config(),

@@ -25,14 +25,12 @@ return as bound parameters. What lives here:
 * **Row checksums.** :func:`row_checksum`, :func:`value_checksum` and
   :func:`write_checksum` are the xxh3 a checkpoint, blob or write row carries
   over its own content (SQLite), so a damaged row is refused rather than read.
-* **Page grouping.** :func:`group_writes` buckets one query's write rows by
-  checkpoint.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ormsgpack
@@ -46,7 +44,6 @@ from tether.backends._payload import (
     BlobCodec,
     EncodedValue,
 )
-from tether.backends._records import WriteRecord
 from tether.checkpoint import (
     Address,
 )
@@ -60,7 +57,6 @@ __all__ = [
     "BlobCodec",
     "EncodedValue",
     "check_write_count",
-    "group_writes",
     "metadata_from_json",
     "row_checksum",
     "value_checksum",
@@ -301,21 +297,3 @@ def check_write_count(address: Address, recorded: int | None, found: int, where:
         f"has {found} pending write rows where it recorded {recorded!r}: write rows were "
         "lost, added or moved and the store is damaged. Restore it from a backup"
     )
-
-
-# --- page grouping ---------------------------------------------------------------------
-
-
-def group_writes(
-    rows: Iterable[tuple[str, str, str, WriteRecord]],
-) -> dict[tuple[str, str, str], list[WriteRecord]]:
-    """Bucket ``(thread, ns, checkpoint_id, write)`` rows by checkpoint, each bucket sorted.
-
-    The order is the contract's: ``(task_path, task_id, idx)``.
-    """
-    out: dict[tuple[str, str, str], list[WriteRecord]] = {}
-    for thread_id, ns, cid, rec in rows:
-        out.setdefault((thread_id, ns, cid), []).append(rec)
-    for bucket in out.values():
-        bucket.sort(key=lambda w: (w.task_path, w.task_id, w.idx))
-    return out

@@ -22,6 +22,11 @@ clause joined from fixed fragments, never a value or a key):
     one statement (a single SELECT is its own snapshot): the row, its blobs (a
     ``json_each`` join over the row's ``channel_versions``) and the snapshots
     their append tails extend, its writes (:func:`._sql.read_statement`).
+    A small state is its row alone (#19): the read first fetches the row and
+    whether write rows exist (``HEAD_*``); a row that names no value row and
+    has no writes (by its count and by the rows) is the whole checkpoint, and
+    anything else is read again with the one statement above. A thread read
+    that way is remembered (a bounded hint) and its next read skips the probe.
 ``list``
     keyset-paged: each page of :data:`PAGE` checkpoints is one such statement
     (rows, every blob the page needs, every write of the page), then the
@@ -54,17 +59,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import os
 import shlex
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import ormsgpack
+import xxhash
+
 from tether.backends._bridge import ThreadedAsyncMixin
 from tether.backends._delta import DEFAULT_MIN_BYTES, AppendTracker
 from tether.backends._inline import head_inline, inline_rule, with_inline
 from tether.backends._pages import DecodeMemo, page_memo
-from tether.backends._payload import DEFAULT_MAX_VALUE_SIZE
+from tether.backends._payload import CHECKSUM, DEFAULT_MAX_VALUE_SIZE
 from tether.backends._records import (
     BlobKey,
     PutPlan,
@@ -72,6 +81,7 @@ from tether.backends._records import (
     ValueRecord,
     WriteRecord,
     assemble,
+    assemble_inline,
     check_carried,
     decode_writes,
     encode_put,
@@ -80,7 +90,6 @@ from tether.backends._records import (
 from tether.backends._sealing import carried_from_envelope, rekey_codec
 from tether.backends._sqlbase import (
     BlobCodec,
-    group_writes,
     metadata_from_json,
     row_checksum,
     value_checksum,
@@ -140,6 +149,8 @@ from tether.backends.sqlite._sql import (
     GET_BY_ID,
     GET_LATEST,
     HAS_BLOB,
+    HEAD_BY_ID,
+    HEAD_LATEST,
     INDEX_PUT,
     INDEX_PUT_FAST,
     INDEX_TO_REBUILD,
@@ -189,6 +200,8 @@ from tether.threads import ThreadOrder, ThreadPage
 __all__ = ["PAGE", "SqliteSaver"]
 
 _List = list  # the saver has a method named list
+_packb = ormsgpack.packb
+_xxh3 = xxhash.xxh3_64_intdigest
 
 # One listed checkpoint before decoding: row, versions, the page's blobs, its writes.
 _Raw = tuple[
@@ -203,6 +216,32 @@ PAGE = 64
 DEFAULT_COMPRESS_THRESHOLD = 2048
 
 
+_HEAD_ORDER = operator.itemgetter(2, 0, 1)  # checkpoint id, thread, namespace
+_WRITE_ORDER = operator.itemgetter(1, 0, 2)  # WriteRecord's task_path, task_id, idx
+_new_write = tuple.__new__  # WriteRecord from a slice of a row, without a Python __new__
+_MASK64 = (1 << 64) - 1
+
+
+#: Threads remembered as read with the full statement (a hint; cleared when full).
+_WIDE_MAX = 4096
+
+
+def _alone(row: Sequence[Any]) -> bool:
+    """Whether a checkpoint row (``HEAD_*``'s columns: ``CHECKPOINT_COLUMNS`` and
+    whether write rows exist) is the whole checkpoint: no value row to join
+    (``channel_versions`` empty), no pending write recorded nor stored."""
+    return bool(row[6] == "{}" and row[10] == 0 and not (len(row) > 11 and row[11]))
+
+
+def _json_object(text: Any) -> Any:
+    """A stored JSON column decoded, or ``None`` where it is not JSON (the caller then
+    goes the way that names the row)."""
+    try:
+        return loads_json(text)
+    except (ValueError, TypeError):
+        return None
+
+
 def _split(rows: Iterable[Sequence[Any]], where: str) -> list[_Raw]:
     """The rows of one read statement as checkpoints (newest first), each with its pieces.
 
@@ -211,7 +250,7 @@ def _split(rows: Iterable[Sequence[Any]], where: str) -> list[_Raw]:
     """
     heads: list[Sequence[Any]] = []
     blobs: dict[BlobKey, StoredValue] = {}
-    writes: list[tuple[str, str, str, WriteRecord]] = []
+    grouped: dict[tuple[str, str, str], list[WriteRecord]] = {}
     for r in rows:
         kind = r[0]
         if kind == 0:
@@ -223,13 +262,30 @@ def _split(rows: Iterable[Sequence[Any]], where: str) -> list[_Raw]:
                 check_value_row(r, where)
             blobs[(r[1], r[2], r[3], r[4])] = (r[5], r[7], r[6], r[8])
         else:
+            # The row checksum (write_checksum's bytes) computed here, not in two
+            # calls per row: a listing verifies every write row it returns (#19).
+            # A mismatch, or a column of another type, is named by check_write_row.
             if r[11] is not None:
-                check_write_row(r, where)
-            writes.append(
-                (r[1], r[2], r[3], WriteRecord(r[4], r[5], r[6], r[7], r[8], r[9], r[10]))
-            )
-    heads.sort(key=lambda h: (h[2], h[0], h[1]), reverse=True)
-    grouped = group_writes(writes)
+                try:
+                    payload, enc = r[10], r[9]
+                    digest = b"" if payload is None else payload[:4] if enc & CHECKSUM else payload
+                    data = _packb((r[3], r[4], r[5], r[6], r[7], r[8], enc, bytes(digest)))
+                    ok = _xxh3(data) == r[11] & _MASK64
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    check_write_row(r, where)
+            key = (r[1], r[2], r[3])
+            rec = _new_write(WriteRecord, r[4:11])  # the row's fields, in WriteRecord's order
+            bucket = grouped.get(key)
+            if bucket is None:
+                grouped[key] = [rec]
+            else:
+                bucket.append(rec)
+    heads.sort(key=_HEAD_ORDER, reverse=True)
+    for bucket in grouped.values():
+        if len(bucket) > 1:
+            bucket.sort(key=_WRITE_ORDER)  # the contract's: (task_path, task_id, idx)
     out: list[_Raw] = []
     for h in heads:
         found = grouped.get((h[0], h[1], h[2]), ())
@@ -361,6 +417,9 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         if isinstance(target, str) and (path := sqlite_path(target)) is not None:
             target = path  # sqlite:///chat.db, the name the CLI prints
         self._appends = AppendTracker.create(delta_threshold)
+        # Threads whose latest read needed value rows or writes (get_tuple reads them
+        # with the full statement at once, not after probing their row alone).
+        self._wide: dict[str, None] = {}
         self._clock = now_micros  # the thread index's times (#15)
         self._conns = ConnectionManager(
             target, synchronous=synchronous, busy_timeout=busy_timeout, read_only=read_only
@@ -537,17 +596,39 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
         addr = Address.from_config(config, bounded=False)
+        tid = addr.thread_id
         args: tuple[Any, ...]
+        # The checkpoint row first: a small state whose values are all inline in
+        # it and that has no pending writes is that row alone (#19). Otherwise
+        # the one statement that also reads its value rows and writes.
         if addr.checkpoint_id is None:
-            sql, args = GET_LATEST, (addr.thread_id, addr.checkpoint_ns, 1)
+            head, sql, args = HEAD_LATEST, GET_LATEST, (tid, addr.checkpoint_ns, 1)
         else:
-            sql, args = GET_BY_ID, (addr.thread_id, addr.checkpoint_ns, addr.checkpoint_id, 1)
-        found = self._query(sql, args, [addr.thread_id])
-        if not found:
+            head, sql = HEAD_BY_ID, GET_BY_ID
+            args = (tid, addr.checkpoint_ns, addr.checkpoint_id, 1)
+        # A thread whose last read needed more than its row skips the probe.
+        wide = self._wide
+        rows = None if tid in wide else self._fetch(head, args[:-1], [tid])
+        if rows is not None and not rows:
             return None
+        raw: _Raw
+        if rows is not None and _alone(rows[0]):
+            check_row(rows[0], self._conns.where)
+            raw = (rows[0], None, {}, ())
+        else:
+            found = self._query(sql, args, [tid])
+            if not found:  # none (or deleted since the probe)
+                return None
+            raw = found[0]
+            if not _alone(raw[0]) or raw[3]:
+                if len(wide) >= _WIDE_MAX:
+                    wide.clear()
+                wide[tid] = None
+            else:
+                wide.pop(tid, None)
         if self._refresher is not None:
-            self._after_read(addr.thread_id)
-        return self._build(*found[0])
+            self._after_read(tid)
+        return self._build(*raw)
 
     def get_writes(self, config: Config) -> _List[StoredWrite]:
         addr = checkpoint_address(config, "get_writes")
@@ -567,15 +648,9 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         self, sql: str, args: Sequence[Any], threads: Sequence[str] | None
     ) -> _List[Sequence[Any]]:
         """The rows of one read statement (its own snapshot)."""
-        where = self._conns.where
-        with self._conns.connection() as conn:
-            try:
-                with translate_errors(where):
-                    rows: _List[Sequence[Any]] = conn.execute(sql, args).fetchall()
-            except BadJSON as exc:
-                self._raise_bad_json(conn, exc, threads)
-                raise
-        return rows
+        return self._conns.fetch(
+            sql, args, lambda conn, exc: self._raise_bad_json(conn, exc, threads)
+        )
 
     def delta_history(
         self, config: Config, channels: Sequence[str]
@@ -615,6 +690,18 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         writes: Sequence[WriteRecord],
         memo: DecodeMemo | None = None,
     ) -> CheckpointTuple:
+        if row[6] == "{}" and type(meta := _json_object(row[7])) is dict:
+            # no value row: every value is inline (or absent)
+            fast = assemble_inline(
+                self.serde,
+                self.codec,
+                row=row,
+                metadata=meta,
+                writes=writes,
+                unstored=row_unstored(row),
+            )
+            if fast is not None:
+                return fast
         address = Address(row[0], row[1], row[2])
         return assemble(
             self.serde,

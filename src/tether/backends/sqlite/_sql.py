@@ -35,6 +35,8 @@ __all__ = [
     "GET_BY_ID",
     "GET_LATEST",
     "HAS_BLOB",
+    "HEAD_BY_ID",
+    "HEAD_LATEST",
     "INDEX_CREATE",
     "INDEX_DROP_EMPTY",
     "INDEX_LATEST",
@@ -133,6 +135,20 @@ GET_LATEST = read_statement("WHERE c.thread_id = ? AND c.checkpoint_ns = ?", one
 GET_BY_ID = read_statement(
     "WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?", one=True
 )
+
+# A checkpoint row alone, and whether it has write rows: what a read of a small
+# state needs when every value is inline (channel_versions names no value row)
+# and it has no pending writes (nwrites 0 and no write row). Anything else is
+# read again with GET_LATEST / GET_BY_ID, in one snapshot (#19).
+_HEAD = (
+    f"SELECT {_prefixed('c')}, EXISTS (SELECT 1 FROM tether_writes AS w "
+    "WHERE w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns "
+    "AND w.checkpoint_id = c.checkpoint_id) FROM tether_checkpoints AS c "
+)
+HEAD_LATEST = (
+    _HEAD + "WHERE c.thread_id = ? AND c.checkpoint_ns = ? ORDER BY c.checkpoint_id DESC LIMIT 1"
+)
+HEAD_BY_ID = _HEAD + "WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?"
 
 # --- put ------------------------------------------------------------------------------------
 
