@@ -37,6 +37,25 @@ def test_a_new_file_uses_incremental_auto_vacuum_and_shrinks_after_a_sweep(
     assert path.stat().st_size < full // 4
 
 
+def test_a_vacuum_step_gives_back_up_to_512_pages_in_one_transaction(tmp_path: Path) -> None:
+    """Not one page a transaction (``PRAGMA incremental_vacuum(N)`` run once by Python's
+    sqlite3 frees one page), nor every free page at once (writers would wait)."""
+    from tether.backends.sqlite._sweep import VACUUM_STEP, free_pages, incremental_vacuum
+
+    path = tmp_path / "chat.db"
+    with SqliteSaver(path, retention=Retention(ttl=60)) as saver:
+        populate(saver)
+        saver.delete_thread("t0000")
+        for t in range(1, 120):
+            saver.delete_thread(f"t{t:04d}")
+        _, free, _ = saver._read(free_pages)
+        assert free > VACUUM_STEP + 1
+        assert saver._write(incremental_vacuum) == VACUUM_STEP
+        assert saver._read(free_pages)[1] == free - VACUUM_STEP
+        assert saver._write(incremental_vacuum) == free - VACUUM_STEP
+        assert saver._write(incremental_vacuum) == 0
+
+
 def test_an_older_file_is_converted_once_by_vacuum(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with SqliteSaver(path):

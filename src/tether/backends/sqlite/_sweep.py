@@ -111,9 +111,16 @@ def free_pages(conn: sqlite3.Connection) -> tuple[int, int, int]:
 
 
 def incremental_vacuum(conn: sqlite3.Connection) -> int:
-    """One step of ``PRAGMA incremental_vacuum``; the pages it gave back."""
+    """One step of incremental vacuum (up to :data:`VACUUM_STEP` pages); the pages
+    it gave back.
+
+    ``PRAGMA incremental_vacuum(N)`` frees one page per step of the statement,
+    and Python's sqlite3 steps a statement that returns no columns once: run
+    as one statement it freed a single page, whatever N. So: N statements.
+    """
     before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-    conn.execute(f"PRAGMA incremental_vacuum({VACUUM_STEP})").fetchall()
+    for _ in range(min(before, VACUUM_STEP)):
+        conn.execute("PRAGMA incremental_vacuum(1)")
     after = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
     return before - after
 
@@ -213,8 +220,15 @@ class SweepMixin:
         if mode != 2 or not free:  # 2: INCREMENTAL; older files: see vacuum()
             return 0
         pages = 0
-        while step := self._write(incremental_vacuum):
+        # The free pages counted now, no more: writers free pages too (a put
+        # that rebalances a b-tree), and a loop until none is left would go on
+        # as long as they write. A step that finds fewer than it asks for has
+        # emptied the list.
+        while pages < free:
+            step = self._write(incremental_vacuum)
             pages += step
+            if step < VACUUM_STEP:
+                break
         self._checkpoint_wal()
         return int(pages * size)
 
