@@ -133,7 +133,13 @@ class SweepMixin:
         _conns: ConnectionManager
         read_only: bool
 
-        def _write(self, fn: Any, *args: Any, threads: Sequence[str] | None = None) -> Any: ...
+        def _write(
+            self,
+            fn: Any,
+            *args: Any,
+            threads: Sequence[str] | None = None,
+            autocheckpoint: bool = True,
+        ) -> Any: ...
         def _read(self, fn: Any, *args: Any) -> Any: ...
         def _check_writable(self, what: str) -> None: ...
         def _forget(self, thread_ids: Sequence[str] | None) -> None: ...
@@ -184,7 +190,7 @@ class SweepMixin:
                 self._delete_threads(conn, [tid for tid, _, _ in gone])
             return gone
 
-        out: list[tuple[str, int, int]] = self._write(run)
+        out: list[tuple[str, int, int]] = self._write(run, autocheckpoint=False)
         self._forget([tid for tid, _, _ in out])
         return out
 
@@ -211,7 +217,7 @@ class SweepMixin:
             count, size = counts(conn, thread_id)
             return found[0][1] - count, max(0, found[0][2] - size)
 
-        out: tuple[int, int] | None = self._write(run, threads=[thread_id])
+        out: tuple[int, int] | None = self._write(run, threads=[thread_id], autocheckpoint=False)
         self._forget([thread_id])
         return out
 
@@ -225,7 +231,7 @@ class SweepMixin:
         # as long as they write. A step that finds fewer than it asks for has
         # emptied the list.
         while pages < free:
-            step = self._write(incremental_vacuum)
+            step = self._write(incremental_vacuum, autocheckpoint=False)
             pages += step
             if step < VACUUM_STEP:
                 break
