@@ -467,6 +467,10 @@ class BaseCheckpointSaver(Closable, abc.ABC):
             if refresh.due(thread_id, now):
                 await self._atouch(thread_id, now)
 
+    #: Seconds a sweep's TTL transaction should take (:class:`tether.lifecycle.Pace`);
+    #: ``None``: fixed batches. SQLite sets it: its writers wait for the sweep's.
+    _sweep_target: float | None = None
+
     def _sweep_vacuum(self) -> int:
         """Give back the space a sweep freed; the bytes the store shrank (SQLite)."""
         return 0

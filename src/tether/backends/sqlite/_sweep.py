@@ -83,6 +83,11 @@ SELECT (SELECT count(*) FROM kept),
 #: held for one step only, so writers wait for a step, not for the whole file.
 VACUUM_STEP = 512
 
+#: Seconds a sweep's TTL batch should take (``Pace``), timed around the call:
+#: the wait for the write lock, the transaction and the WAL copy after it.
+#: Writers of the file wait for the transaction, one at a time.
+SWEEP_TARGET = 0.005
+
 
 def due_rows(
     conn: sqlite3.Connection, items: Sequence[tuple[str, int]]
@@ -146,6 +151,8 @@ class SweepMixin:
         @staticmethod
         def _delete_threads(conn: sqlite3.Connection, thread_ids: list[str]) -> None: ...
         def _prune(self, conn: sqlite3.Connection, tids: list[str], keep: int) -> None: ...
+
+    _sweep_target: float | None = SWEEP_TARGET
 
     def set_retention(self, thread_id: str, policy: Retention | None) -> None:
         tid = check_thread_id(thread_id, bounded=False)
