@@ -951,7 +951,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     def _prune(self, conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
         for tid in tids:
             conn.execute(PRUNE, (tid, keep))
-            conn.execute(COLLECT_WRITES, (tid, tid))
+            conn.execute(COLLECT_WRITES, (tid,))
             conn.execute(COLLECT_BLOBS, (tid,))
             _index.reindex(conn, tid, self._read_latest)
 

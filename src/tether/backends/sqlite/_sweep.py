@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.backends._threads import BUCKET_BITS
 from tether.backends.sqlite._conn import translate_errors
+from tether.backends.sqlite._sql import unneeded_blobs, unneeded_writes
 from tether.contract import check_thread_id
 from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
 
@@ -46,10 +47,10 @@ RETENTION_SET = "UPDATE tether_threads SET retention = ?2 WHERE thread_id = ?1"
 
 #: What ``prune(keep_last=?2)`` of thread ?1 would leave, read rather than run: the
 #: rows PRUNE keeps, less the blobs and writes COLLECT_BLOBS and COLLECT_WRITES would
-#: delete (the same predicates), counted as INDEX_RECOUNT counts them:
-#: ``(checkpoints, bytes)``. A dry run's sweep reports the index row's counts less these,
-#: as the sweep reports its row's counts before less after.
-PRUNE_LEFT = """
+#: delete (their very predicates, ``unneeded_blobs`` and ``unneeded_writes``), counted
+#: as INDEX_RECOUNT counts them: ``(checkpoints, bytes)``. A dry run's sweep reports the
+#: index row's counts less these, as the sweep reports its row's counts before less after.
+PRUNE_LEFT = f"""
 WITH kept AS MATERIALIZED (
     SELECT checkpoint_ns, checkpoint_id, channel_versions, size FROM (
         SELECT checkpoint_ns, checkpoint_id, channel_versions,
@@ -57,27 +58,16 @@ WITH kept AS MATERIALIZED (
                row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) AS rn
         FROM tether_checkpoints WHERE thread_id = ?1)
     WHERE rn <= ?2
-), live AS MATERIALIZED (
-    SELECT c.checkpoint_ns AS n, j.key AS ch, j.value AS v
-    FROM kept AS c, json_each(c.channel_versions) AS j
 )
 SELECT (SELECT count(*) FROM kept),
     coalesce((SELECT sum(size) FROM kept), 0)
     + coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1), 0)
     - coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1
-                AND (checkpoint_ns, channel, version) NOT IN (
-                    SELECT n, ch, v FROM live
-                    UNION ALL
-                    SELECT b.checkpoint_ns, b.channel, b.base
-                    FROM live CROSS JOIN tether_blobs AS b
-                    ON b.thread_id = ?1 AND b.checkpoint_ns = live.n AND b.channel = live.ch
-                       AND b.version = live.v
-                    WHERE b.base IS NOT NULL)), 0)
+                AND {unneeded_blobs("kept")}), 0)
     + coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1), 0)
     - coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1
-                AND (checkpoint_ns, checkpoint_id) NOT IN (
-                    SELECT checkpoint_ns, checkpoint_id FROM kept)), 0)
-"""
+                AND {unneeded_writes("kept")}), 0)
+"""  # noqa: S608 -- fixed fragments
 
 #: Pages an incremental vacuum gives back per transaction: the write lock is
 #: held for one step only, so writers wait for a step, not for the whole file.
