@@ -51,7 +51,8 @@ thread as the index counts it), on SQLite and Postgres:
   pruned to 2 checkpoints: 980,000 deleted); then a dry run must find
   nothing left, and the sweeps must have deleted what the first dry run said.
 
-``--quick --big`` runs the same on 500 threads, for a smoke run.
+``--quick --big`` runs the same on 500 threads, for a smoke run; ``--sqlite``
+skips Postgres (``python -m bench.bench_lifecycle --big --sqlite``).
 
 ``python -m bench.bench_lifecycle --bloat [--vacuum=vacuum|autovacuum|none]
 [--threads=N] [--cycles=N]`` measures Postgres space around such sweeps
@@ -482,6 +483,7 @@ def big_rows(
             "backend": backend,
             **info,
             "checkpoints deleted": deleted,
+            "transactions": int(sum(b for part in sweeps.values() for _, _, b in part)),
         }
         for case, parts in sweeps.items():
             if parts:
@@ -510,12 +512,16 @@ def big_rows(
 
 
 def run_big(
-    threads: int = BIG_THREADS, steps: int = BIG_STEPS, segment: float = SEGMENT
+    threads: int = BIG_THREADS,
+    steps: int = BIG_STEPS,
+    segment: float = SEGMENT,
+    postgres: bool = True,
 ) -> list[dict[str, Any]]:
-    """The issue's measured row at its size (``--big``): SQLite, then Postgres."""
+    """The issue's measured row at its size (``--big``): SQLite, then Postgres
+    (``postgres=False``, ``--sqlite``: SQLite only)."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        backends = ["sqlite", *(["postgres"] if _pg_ok() else [])]
+        backends = ["sqlite", *(["postgres"] if postgres and _pg_ok() else [])]
         for backend in backends:
             print(f"big: {backend}", file=sys.stderr, flush=True)
             rows += big_rows(backend, tmp, threads, steps, segment)
@@ -524,9 +530,11 @@ def run_big(
     return rows
 
 
-def run(quick: bool = False, big: bool = False) -> list[dict[str, Any]]:
+def run(quick: bool = False, big: bool = False, postgres: bool = True) -> list[dict[str, Any]]:
     if big:  # the issue's size instead of the quick rows (--big)
-        return run_big(500, BIG_STEPS, 1.0) if quick else run_big()
+        if quick:
+            return run_big(500, BIG_STEPS, 1.0, postgres=postgres)
+        return run_big(postgres=postgres)
     threads, steps = (200, 10) if quick else (1_000, 20)
     rounds = 2 if quick else 4
     days, per_day, chat = (14, 5, 4) if quick else (42, 20, 6)
@@ -562,4 +570,6 @@ if __name__ == "__main__":
         name = f"lifecycle_bloat_{opts.get('vacuum', 'vacuum')}.json"
         (RESULTS / name).write_text(json.dumps(found, indent=2, default=str) + "\n")
     else:
-        print(table(run(quick="--quick" in sys.argv, big="--big" in sys.argv)))
+        quick, big, pg = "--quick" in sys.argv, "--big" in sys.argv, "--sqlite" not in sys.argv
+        found = run(quick=quick, big=big, postgres=pg)
+        print(table(found))

@@ -297,34 +297,100 @@ def test_the_background_sweeper_survives_a_failing_round(tmp_path: Path) -> None
         assert _wait_for(lambda: not saver.threads().items)
 
 
-# --- TTL batches bounded by rows -----------------------------------------------------------
+# --- TTL batches bounded by rows, paced to a target time -------------------------------------
 
 
 def test_ttl_batches_hold_at_most_200_checkpoints_a_large_thread_alone() -> None:
-    from tether.lifecycle import row_batches
+    from tether.lifecycle import Pace
 
     rows = [("a", 1, 80), ("b", 1, 80), ("c", 1, 80), ("big", 1, 900), ("d", 1, 1)]
-    assert row_batches(rows) == [[("a", 1), ("b", 1)], [("c", 1)], [("big", 1)], [("d", 1)]]
-    assert row_batches([]) == []
+    pace = Pace(None, 100)
+    parts = []
+    at = 0
+    while at < len(rows):
+        part, size, at = pace.take(rows, at)
+        parts.append((part, size))
+        pace.done(size, 1.0)  # unpaced: the limit stays
+    assert parts == [
+        ([("a", 1), ("b", 1)], 160),
+        ([("c", 1)], 80),
+        ([("big", 1)], 900),
+        ([("d", 1)], 1),
+    ]
+    assert pace.take([], 0) == ([], 0, 0)
+    assert Pace(None, 2).take([("a", 1, 1)] * 5, 1) == ([("a", 1), ("a", 1)], 2, 3)
 
 
-def test_a_ttl_sweep_of_many_checkpoints_is_several_short_transactions(tmp_path: Path) -> None:
-    """30 threads of 40 checkpoints: not one transaction of 1,200 deletions (a SQLite
-    writer would wait for all of it) but batches of at most 200."""
+def test_pace_moves_the_limit_towards_the_target_time() -> None:
+    from tether.lifecycle import MAX_PACED_CHECKPOINTS, Pace
+
+    pace = Pace(0.005, 10_000)
+    pace.done(200, 0.020)  # 4x too slow: wants 50, halfway from 200
+    assert pace.limit == 125
+    for _ in range(20):
+        pace.done(pace.limit, pace.limit / 10_000)  # 10,000 checkpoints a second: wants 50
+    assert pace.limit == 50
+    pace.done(50, 50 / 1e9)  # fast: grows, bounded
+    assert pace.limit == MAX_PACED_CHECKPOINTS
+    pace.done(1, 10.0)
+    pace.done(1, 10.0)
+    assert pace.limit >= 1
+    for _ in range(40):
+        pace.done(1, 10.0)
+    assert pace.limit == 1
+    pace.done(0, 1.0)  # nothing deleted (all skipped): no rate, no change
+    assert pace.limit == 1
+
+
+def _forty_each(saver: Any, threads: int = 30) -> None:
     from tether.checkpoint import empty_checkpoint
     from tether.ids import uuid6
 
+    for t in range(threads):
+        cfg: Any = make_config(f"t{t}")
+        for i in range(40):
+            ck = empty_checkpoint()
+            ck["id"] = str(uuid6())
+            ck["channel_values"] = {"step": i}
+            ck["channel_versions"] = {"step": f"{i + 1:08d}"}
+            cfg = saver.put(cfg, ck, {"step": i}, dict(ck["channel_versions"]))
+
+
+def test_a_ttl_sweep_of_many_checkpoints_is_several_short_transactions(tmp_path: Path) -> None:
+    """30 threads of 40 checkpoints: not one transaction of 1,200 deletions but batches
+    of at most 200 (a backend that does not pace its sweep)."""
+    saver = InMemorySaver(retention=Retention(ttl=60))
+    assert saver._sweep_target is None
+    _forty_each(saver)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    report = saver.sweep(now=later, batch=100)
+    assert (report.threads, report.checkpoints) == (30, 1200)
+    assert report.batches == 6  # 5 threads of 40 each
+    assert saver.threads().items == []
+
+
+@pytest.mark.parametrize(
+    ("target", "batch", "batches"),
+    [
+        # 5 threads (200), then the limit halves towards nothing: 2 threads, then 1 each
+        (1e-9, 100, 1 + 1 + 23),
+        # 5 threads, then the limit grows past the rest: 25 threads in one
+        (1e9, 100, 2),
+        # ... but never more than batch threads a transaction
+        (1e9, 10, 4),
+    ],
+)
+def test_sqlite_paces_ttl_batches_to_its_target_time(
+    tmp_path: Path, target: float, batch: int, batches: int
+) -> None:
     with SqliteSaver(tmp_path / "x.db", retention=Retention(ttl=60)) as saver:
-        for t in range(30):
-            cfg: Any = make_config(f"t{t}")
-            for i in range(40):
-                ck = empty_checkpoint()
-                ck["id"] = str(uuid6())
-                ck["channel_values"] = {"step": i}
-                ck["channel_versions"] = {"step": f"{i + 1:08d}"}
-                cfg = saver.put(cfg, ck, {"step": i}, dict(ck["channel_versions"]))
+        assert saver._sweep_target is not None  # SQLite paces by default
+        saver._sweep_target = target
+        _forty_each(saver)
         later = datetime.now(UTC) + timedelta(hours=1)
-        report = saver.sweep(now=later, batch=100)
+        dry = saver.sweep(now=later, batch=batch, dry_run=True)
+        report = saver.sweep(now=later, batch=batch)
         assert (report.threads, report.checkpoints) == (30, 1200)
-        assert report.batches == 6  # 5 threads of 40 each
+        assert (dry.threads, dry.checkpoints, dry.bytes) == (30, 1200, report.bytes)
+        assert report.batches == batches
         assert saver.threads().items == []

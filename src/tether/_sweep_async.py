@@ -14,6 +14,15 @@ sweep's as long as nobody writes in between.
    order="-updated")``, the oldest first, which the index answers from its
    ``(bucket)`` index; threads with a policy of their own are taken from the
    backend's list of them (``_aretention_rows``) and judged by it instead.
+   Whole threads go in batches of at most ``batch`` threads and, by the
+   index's counts, of the checkpoints :class:`~tether.lifecycle.Pace` allows:
+   on a backend with a ``_sweep_target`` (SQLite, whose writers queue behind
+   the sweep's transaction) the batch grows or shrinks so that a call takes
+   about that long; elsewhere at most 200 checkpoints.
+
+   SQLite also copies the WAL into the file after each of the sweep's
+   transactions, once its write lock is released, rather than in its commit
+   (``SqliteSaver._write(autocheckpoint=False)``): a writer waits for neither.
 2. Checkpoint retention (``keep_last``/``keep_within``): threads whose row says
    they may have checkpoints to drop (:func:`~tether.lifecycle.may_prune`) are
    read once (parent links and DeltaChannel needs, :mod:`tether._delta_chains`)
@@ -34,6 +43,7 @@ from tether.backends._threads import from_micros, now_micros, to_micros
 from tether.base import BaseCheckpointSaver
 from tether.lifecycle import (
     MAX_REPORTED,
+    Pace,
     Retention,
     SweepReport,
     check_now,
@@ -41,7 +51,6 @@ from tether.lifecycle import (
     keep_count,
     may_prune,
     micros,
-    row_batches,
     stored_policy,
     ttl_cutoff,
 )
@@ -101,9 +110,13 @@ async def asweep(
     policy: Retention | None = saver.retention
     own = {tid: stored_policy(tid, text) for tid, text in await saver._aretention_rows()}
 
-    async def expire(due: list[tuple[str, int]]) -> None:
+    pace = Pace(saver._sweep_target, batch)
+
+    async def expire(due: list[tuple[str, int]], checkpoints: int = 0) -> None:
         if due:
+            t0 = time.perf_counter()
             rows = await saver._asweep_expired(due, run.report.dry_run)
+            pace.done(checkpoints, time.perf_counter() - t0)
             run.deleted(rows)
             run.report.skipped += len(due) - len(rows)
             run.report.batches += 0 if run.report.dry_run else 1
@@ -127,8 +140,10 @@ async def asweep(
             updated_before=from_micros(cutoff), order="-updated", limit=batch, cursor=cursor
         )
         rows = [(r.thread_id, cutoff, r.checkpoints) for r in page if r.thread_id not in own]
-        for part in row_batches(rows):
-            await expire(part)
+        at_row = 0
+        while at_row < len(rows):
+            part, size, at_row = pace.take(rows, at_row)
+            await expire(part, size)
         cursor = page.next_cursor
         if cursor is None:
             break

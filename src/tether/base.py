@@ -94,8 +94,9 @@ order="updated", limit=50, cursor=None)``
     Applies the saver's :class:`~tether.lifecycle.Retention` (``retention=``)
     and the threads' own (``set_retention``), see :mod:`tether.lifecycle`:
     deletes threads idle past their TTL and the checkpoints of live threads
-    their policy no longer keeps, ``batch`` threads per transaction, each
-    thread whole or not at all; never a thread active within the policy's
+    their policy no longer keeps, at most ``batch`` threads per transaction
+    (fewer when they hold many checkpoints: see ``sweep``), each thread whole
+    or not at all; never a thread active within the policy's
     ``grace`` nor (Postgres) a leased one. Returns a
     :class:`~tether.lifecycle.SweepReport` (what it would delete, with
     ``dry_run``).
@@ -467,6 +468,10 @@ class BaseCheckpointSaver(Closable, abc.ABC):
             if refresh.due(thread_id, now):
                 await self._atouch(thread_id, now)
 
+    #: Seconds a sweep's TTL transaction should take (:class:`tether.lifecycle.Pace`);
+    #: ``None``: fixed batches. SQLite sets it: its writers wait for the sweep's.
+    _sweep_target: float | None = None
+
     def _sweep_vacuum(self) -> int:
         """Give back the space a sweep freed; the bytes the store shrank (SQLite)."""
         return 0
@@ -489,8 +494,13 @@ class BaseCheckpointSaver(Closable, abc.ABC):
 
         Args:
             dry_run: delete nothing; report what would be deleted.
-            batch: threads per transaction (TTL); a thread pruned is one
-                transaction of its own.
+            batch: the most threads a TTL transaction deletes, and the page
+                of the thread index read at a time. A transaction also holds
+                at most 200 checkpoints (a larger thread goes alone) or, on
+                SQLite, as many as its last one's rate says take about 5 ms,
+                since every writer of the file waits for it
+                (:class:`tether.lifecycle.Pace`). A thread pruned is one
+                transaction of its own; no thread is ever split.
             max_seconds: stop after the batch that ends past this budget
                 (``report.finished`` is then ``False``; run it again to go on).
             now: the time the policies are applied at (an aware datetime;

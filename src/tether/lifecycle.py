@@ -296,30 +296,56 @@ def may_prune(policy: Retention, checkpoints: int, created: int, now: int) -> bo
     return policy.keep_within is not None or checkpoints > (policy.keep_last or 1)
 
 
-#: The most checkpoints one TTL batch deletes in its transaction (a thread
-#: larger than this goes alone): a writer waits for a batch on SQLite, whose
-#: writes are serialized, so a batch is bounded by rows, not only threads
-#: (one batch of 100 threads x 20 checkpoints made a writer wait up to ~40 ms).
+#: The most checkpoints one TTL batch deletes in its transaction when the backend
+#: does not pace its sweep (a thread larger than this goes alone): a batch is
+#: bounded by rows, not only threads (one batch of 100 threads x 20 checkpoints
+#: made a SQLite writer wait up to ~40 ms).
 MAX_BATCH_CHECKPOINTS = 200
 
+#: The most checkpoints a paced TTL batch may grow to.
+MAX_PACED_CHECKPOINTS = 5_000
 
-def row_batches(
-    rows: Sequence[tuple[str, int, int]], limit: int = MAX_BATCH_CHECKPOINTS
-) -> list[list[tuple[str, int]]]:
-    """``(thread_id, cutoff, checkpoints)`` rows as batches of ``(thread_id, cutoff)``
-    holding at most ``limit`` checkpoints each (a larger thread makes a batch alone)."""
-    out: list[list[tuple[str, int]]] = []
-    current: list[tuple[str, int]] = []
-    size = 0
-    for tid, cutoff, n in rows:
-        if current and size + n > limit:
-            out.append(current)
-            current, size = [], 0
-        current.append((tid, cutoff))
-        size += n
-    if current:
-        out.append(current)
-    return out
+
+class Pace:
+    """How many checkpoints the next TTL transaction deletes.
+
+    ``target``: the seconds a transaction should hold the store's write lock
+    (a backend's ``_sweep_target``; SQLite, whose writers queue behind it), or
+    ``None`` for fixed batches of :data:`MAX_BATCH_CHECKPOINTS`. Paced, the
+    limit moves halfway towards what the last transaction's rate says would
+    take ``target`` (between 1 and :data:`MAX_PACED_CHECKPOINTS`). A thread is
+    never split: one larger than the limit makes a batch alone, and ``batch``
+    (threads) bounds a transaction as well.
+    """
+
+    def __init__(self, target: float | None, batch: int) -> None:
+        self.target = target
+        self.batch = batch
+        self.limit = MAX_BATCH_CHECKPOINTS
+
+    def take(
+        self, rows: Sequence[tuple[str, int, int]], start: int
+    ) -> tuple[list[tuple[str, int]], int, int]:
+        """The next batch of ``(thread_id, cutoff, checkpoints)`` rows from ``start``:
+        ``(batch of (thread_id, cutoff), its checkpoints, where the next begins)``."""
+        part: list[tuple[str, int]] = []
+        size = 0
+        i = start
+        while i < len(rows) and len(part) < self.batch:
+            tid, cutoff, n = rows[i]
+            if part and size + n > self.limit:
+                break
+            part.append((tid, cutoff))
+            size += n
+            i += 1
+        return part, size, i
+
+    def done(self, checkpoints: int, seconds: float) -> None:
+        """A transaction deleted ``checkpoints`` in ``seconds`` (lock wait included)."""
+        if self.target is None or checkpoints <= 0 or seconds <= 0:
+            return
+        want = checkpoints * self.target / seconds
+        self.limit = max(1, min(MAX_PACED_CHECKPOINTS, round((self.limit + want) / 2)))
 
 
 def check_sweep_args(batch: Any, max_seconds: Any) -> tuple[int, float | None]:

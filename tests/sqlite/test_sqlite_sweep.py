@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import struct
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +36,51 @@ def test_a_new_file_uses_incremental_auto_vacuum_and_shrinks_after_a_sweep(
         assert report.freed_bytes > full // 2
     assert _auto_vacuum(path) == 2  # INCREMENTAL
     assert path.stat().st_size < full // 4
+
+
+def test_a_vacuum_step_gives_back_up_to_512_pages_in_one_transaction(tmp_path: Path) -> None:
+    """Not one page a transaction (``PRAGMA incremental_vacuum(N)`` run once by Python's
+    sqlite3 frees one page), nor every free page at once (writers would wait)."""
+    from tether.backends.sqlite._sweep import VACUUM_STEP, free_pages, incremental_vacuum
+
+    path = tmp_path / "chat.db"
+    with SqliteSaver(path, retention=Retention(ttl=60)) as saver:
+        populate(saver)
+        saver.delete_thread("t0000")
+        for t in range(1, 120):
+            saver.delete_thread(f"t{t:04d}")
+        _, free, _ = saver._read(free_pages)
+        assert free > VACUUM_STEP + 1
+        assert saver._write(incremental_vacuum) == VACUUM_STEP
+        assert saver._read(free_pages)[1] == free - VACUUM_STEP
+        assert saver._write(incremental_vacuum) == free - VACUUM_STEP
+        assert saver._write(incremental_vacuum) == 0
+
+
+def test_a_sweep_copies_the_wal_outside_its_transactions_and_restores_autocheckpoint(
+    tmp_path: Path,
+) -> None:
+    """A sweep's transactions commit with ``wal_autocheckpoint = 0`` (the copy would hold
+    the write lock) and checkpoint after it: the WAL is copied when the sweep is done,
+    and the connection's setting is back for the writers that reuse it."""
+    path = tmp_path / "chat.db"
+    with SqliteSaver(path, retention=Retention(ttl=60)) as saver:
+        populate(saver)
+        saver._checkpoint_wal()
+        report = saver.sweep(now=LATER, vacuum=False)
+        assert report.threads == 120
+        assert report.batches > 1
+        # The WAL index (the -shm file, mapped by every connection): mxFrame, the
+        # frames in the WAL, at byte 16 of its header; nBackfill, those copied into
+        # the file, at byte 96. Left to the automatic checkpoint, the frames of the
+        # commits since the last one would not be copied yet.
+        shm = Path(f"{path}-shm").read_bytes()
+        (frames,) = struct.unpack_from("=I", shm, 16)
+        (copied,) = struct.unpack_from("=I", shm, 96)
+        assert frames > 0
+        assert copied == frames
+        with saver._conns.connection() as conn:
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
 
 
 def test_an_older_file_is_converted_once_by_vacuum(tmp_path: Path) -> None:

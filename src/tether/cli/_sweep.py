@@ -63,7 +63,7 @@ def _duration(
     default=100,
     show_default=True,
     metavar="N",
-    help="Threads deleted per transaction.",
+    help="The most threads deleted per transaction (fewer when they hold many checkpoints).",
 )
 @click.option(
     "--max-seconds",

@@ -40,6 +40,40 @@ _CP_RETURNING = (
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
+def needed_blobs(checkpoints: str, blobs: str, threads: str) -> str:
+    """CTEs ``live`` and ``keep``: the blobs (``thread_id, checkpoint_ns, channel,
+    version``) that the checkpoints of ``checkpoints`` (a FROM item named ``c``) of
+    the threads ``thread_id = threads`` need, directly or as the snapshot a live
+    tail extends (one level: snapshots have no base).
+
+    The blob sweep (``Statements.sweep_blobs``, what a prune deletes) and the
+    sweep's dry run (``SweepStatements.prune_dry``, what a prune would leave) share
+    it and :data:`KEEPS_BLOB`, so the two cannot drift. The thread predicate is
+    repeated on the blobs: the planner does not carry it across the join.
+    """
+    return f"""live AS MATERIALIZED (
+    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
+    FROM {checkpoints}
+    CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
+    WHERE c.thread_id = {threads}
+), keep AS MATERIALIZED (
+    SELECT thread_id, checkpoint_ns, channel, version FROM live
+    UNION
+    SELECT bl.thread_id, bl.checkpoint_ns, bl.channel, bl.base
+    FROM live JOIN {blobs} bl
+      ON bl.thread_id = live.thread_id AND bl.checkpoint_ns = live.checkpoint_ns
+     AND bl.channel = live.channel AND bl.version = live.version
+    WHERE bl.base IS NOT NULL AND bl.thread_id = {threads}
+)"""
+
+
+#: Blob row ``bl`` is one that :func:`needed_blobs`' ``keep`` holds.
+KEEPS_BLOB = """EXISTS (
+        SELECT 1 FROM keep
+        WHERE keep.thread_id = bl.thread_id AND keep.checkpoint_ns = bl.checkpoint_ns
+          AND keep.channel = bl.channel AND keep.version = bl.version)"""
+
+
 def check_schema_name(schema: str) -> str:
     """A schema name safe to format into SQL (lower-case identifier)."""
     if not isinstance(schema, str) or not _IDENT.match(schema):
@@ -497,27 +531,11 @@ WHERE w.thread_id = ANY(%(threads)s::text[])
         # snapshot this sweep deletes first makes that put's check fail, and
         # the put stores the whole value instead.
         self.sweep_blobs = f"""
-WITH live AS MATERIALIZED (
-    SELECT DISTINCT c.thread_id, c.checkpoint_ns, v.key AS channel, v.value AS version
-    FROM {self.checkpoints} c
-    CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> 'channel_versions') AS v(key, value)
-    WHERE c.thread_id = ANY(%(threads)s::text[])
-), keep AS MATERIALIZED (
-    SELECT thread_id, checkpoint_ns, channel, version FROM live
-    UNION
-    SELECT bl.thread_id, bl.checkpoint_ns, bl.channel, bl.base
-    FROM live JOIN {self.blobs} bl
-      ON bl.thread_id = live.thread_id AND bl.checkpoint_ns = live.checkpoint_ns
-     AND bl.channel = live.channel AND bl.version = live.version
-    WHERE bl.base IS NOT NULL AND bl.thread_id = ANY(%(threads)s::text[])
-), doomed AS (
+WITH {needed_blobs(f"{self.checkpoints} c", self.blobs, "ANY(%(threads)s::text[])")}, doomed AS (
     SELECT bl.thread_id, bl.checkpoint_ns, bl.channel, bl.version
     FROM {self.blobs} bl
     WHERE bl.thread_id = ANY(%(threads)s::text[])
-      AND NOT EXISTS (
-        SELECT 1 FROM keep
-        WHERE keep.thread_id = bl.thread_id AND keep.checkpoint_ns = bl.checkpoint_ns
-          AND keep.channel = bl.channel AND keep.version = bl.version)
+      AND NOT {KEEPS_BLOB}
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM {self.blobs} bl USING doomed

@@ -25,7 +25,7 @@ a thread goes whole or not at all whatever kills the sweep.
 from __future__ import annotations
 
 from tether.backends._threads import BUCKET_BITS
-from tether.backends.postgres._sql import Statements
+from tether.backends.postgres._sql import KEEPS_BLOB, Statements, needed_blobs
 
 __all__ = ["SweepStatements"]
 
@@ -73,7 +73,8 @@ FOR UPDATE SKIP LOCKED
 """  # noqa: S608
         # A dry run's prune of one thread: the claim's checks without its row lock
         # (nothing is written), then what prune_checkpoints, sweep_writes and
-        # sweep_blobs would leave (the same predicates, read rather than run),
+        # sweep_blobs would leave (the same predicates, read rather than run;
+        # the blobs' are sweep_blobs' own fragments, needed_blobs and KEEPS_BLOB),
         # counted as the index's recount counts it. Rows: none when the thread is
         # left alone, else (checkpoints, bytes) of its row now and of what is left.
         c, bl, w = sql.checkpoints, sql.blobs, sql.writes
@@ -83,32 +84,17 @@ WITH claim AS (
     WHERE t.thread_id = %(thread)s AND t.updated_at < %(before)s
       AND pg_try_advisory_xact_lock({lease})
 ), kept AS MATERIALIZED (
-    SELECT r.checkpoint_ns, r.checkpoint_id, r.checkpoint, r.size FROM (
-        SELECT checkpoint_ns, checkpoint_id, checkpoint,
+    SELECT r.thread_id, r.checkpoint_ns, r.checkpoint_id, r.checkpoint, r.size FROM (
+        SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint,
                octet_length(checkpoint::text) + octet_length(metadata::text) AS size,
                row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) AS rn
         FROM {c} WHERE thread_id = %(thread)s
     ) r WHERE r.rn <= %(keep)s
-), live AS MATERIALIZED (
-    SELECT DISTINCT k.checkpoint_ns, v.key AS channel, v.value AS version
-    FROM kept k
-    CROSS JOIN LATERAL jsonb_each_text(k.checkpoint -> 'channel_versions') AS v(key, value)
-), keep AS MATERIALIZED (
-    SELECT checkpoint_ns, channel, version FROM live
-    UNION
-    SELECT bl.checkpoint_ns, bl.channel, bl.base
-    FROM live JOIN {bl} bl
-      ON bl.thread_id = %(thread)s AND bl.checkpoint_ns = live.checkpoint_ns
-     AND bl.channel = live.channel AND bl.version = live.version
-    WHERE bl.base IS NOT NULL
-)
+), {needed_blobs("kept c", bl, "%(thread)s")}
 SELECT claim.checkpoints, claim.bytes, (SELECT count(*) FROM kept),
     coalesce((SELECT sum(size) FROM kept), 0)
     + coalesce((SELECT sum(octet_length(bl.blob)) FROM {bl} bl
-                WHERE bl.thread_id = %(thread)s AND EXISTS (
-                    SELECT 1 FROM keep
-                    WHERE keep.checkpoint_ns = bl.checkpoint_ns
-                      AND keep.channel = bl.channel AND keep.version = bl.version)), 0)
+                WHERE bl.thread_id = %(thread)s AND {KEEPS_BLOB}), 0)
     + coalesce((SELECT sum(octet_length(w.blob)) FROM {w} w
                 WHERE w.thread_id = %(thread)s AND EXISTS (
                     SELECT 1 FROM kept k

@@ -544,14 +544,46 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
                 "open it without read_only to write"
             )
 
-    def _write(self, fn: Any, *args: Any, threads: Sequence[str] | None = None) -> Any:
+    def _write(
+        self,
+        fn: Any,
+        *args: Any,
+        threads: Sequence[str] | None = None,
+        autocheckpoint: bool = True,
+    ) -> Any:
         """Run ``fn(conn, *args)`` in one ``BEGIN IMMEDIATE`` transaction.
 
         ``threads``: the threads it reads, where a damaged JSON column is looked for first.
+        ``autocheckpoint=False`` (a sweep's transactions, which write many
+        pages): its COMMIT does not copy the WAL into the file (SQLite does so
+        in the COMMIT that takes the WAL past ``wal_autocheckpoint`` pages,
+        under the write lock); a PASSIVE checkpoint does, right after the lock
+        is released. Writers go on meanwhile, and one whose COMMIT would
+        checkpoint finds this one running and leaves it (SQLITE_BUSY, at once).
         """
         self._check_writable("writing")
         where = self._conns.where
-        with self._conns.connection() as conn, self._conns.write_lock:
+        with self._conns.connection() as conn:
+            if autocheckpoint:
+                return self._write_on(conn, fn, args, threads)
+            with translate_errors(where):
+                pages = int(conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+            try:
+                out = self._write_on(conn, fn, args, threads)
+                if self._conns.is_file:
+                    with translate_errors(where):
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                return out
+            finally:
+                with translate_errors(where):
+                    conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+
+    def _write_on(
+        self, conn: sqlite3.Connection, fn: Any, args: Any, threads: Sequence[str] | None
+    ) -> Any:
+        where = self._conns.where
+        with self._conns.write_lock:
             if self._conns.closed:  # closed while this thread waited for the lock
                 raise self._conns.closed_error()
             with translate_errors(where):
@@ -1006,7 +1038,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     def _prune(self, conn: sqlite3.Connection, tids: _List[str], keep: int) -> None:
         for tid in tids:
             conn.execute(PRUNE, (tid, keep))
-            conn.execute(COLLECT_WRITES, (tid, tid))
+            conn.execute(COLLECT_WRITES, (tid,))
             conn.execute(COLLECT_BLOBS, (tid,))
             _index.reindex(conn, tid, self._read_latest)
 

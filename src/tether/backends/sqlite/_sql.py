@@ -215,15 +215,22 @@ COUNT_WRITES = (
 
 # --- thread operations ---------------------------------------------------------------------
 
-# Blobs of one thread that no checkpoint of that thread refers to, directly or
-# as the snapshot an append tail extends (one level: snapshots have no base).
-# The subquery is materialized once (an ephemeral index), so this is one pass.
-COLLECT_BLOBS = """
-DELETE FROM tether_blobs WHERE thread_id = ?1
-AND (checkpoint_ns, channel, version) NOT IN (
+
+def unneeded_blobs(kept: str, where: str = "") -> str:
+    """The predicate on a ``tether_blobs`` row of thread ?1: no checkpoint of ``kept``
+    needs it, directly or as the snapshot an append tail extends (one level:
+    snapshots have no base).
+
+    ``kept``: a table or CTE of the kept checkpoints (``checkpoint_ns``,
+    ``channel_versions``), ``where`` a clause on it (as ``c``). COLLECT_BLOBS
+    (what a prune deletes) and the sweep's dry run (``_sweep.PRUNE_LEFT``, what
+    a prune would leave) share it, so the two cannot drift. The subquery is
+    materialized once (an ephemeral index), so this is one pass.
+    """
+    return f"""(checkpoint_ns, channel, version) NOT IN (
     WITH live AS MATERIALIZED (
         SELECT c.checkpoint_ns AS n, j.key AS ch, j.value AS v
-        FROM tether_checkpoints AS c, json_each(c.channel_versions) AS j WHERE c.thread_id = ?1
+        FROM {kept} AS c, json_each(c.channel_versions) AS j {where}
     )
     SELECT n, ch, v FROM live
     UNION ALL
@@ -232,13 +239,27 @@ AND (checkpoint_ns, channel, version) NOT IN (
     ON b.thread_id = ?1 AND b.checkpoint_ns = live.n AND b.channel = live.ch
        AND b.version = live.v
     WHERE b.base IS NOT NULL
-)
+)"""
+
+
+def unneeded_writes(kept: str) -> str:
+    """The predicate on a ``tether_writes`` row of thread ?1: its checkpoint is not one
+    of ``kept`` (a table or CTE with ``checkpoint_ns`` and ``checkpoint_id``, and a
+    WHERE clause if need be); shared as :func:`unneeded_blobs` is."""
+    return (
+        f"(checkpoint_ns, checkpoint_id) NOT IN (SELECT checkpoint_ns, checkpoint_id FROM {kept})"
+    )
+
+
+# Blobs of one thread that no checkpoint of that thread refers to.
+COLLECT_BLOBS = f"""
+DELETE FROM tether_blobs WHERE thread_id = ?1
+AND {unneeded_blobs("tether_checkpoints", "WHERE c.thread_id = ?1")}
 """
 
-COLLECT_WRITES = (
-    "DELETE FROM tether_writes WHERE thread_id = ? "
-    "AND (checkpoint_ns, checkpoint_id) NOT IN ("
-    "SELECT checkpoint_ns, checkpoint_id FROM tether_checkpoints WHERE thread_id = ?)"
+# Writes of one thread whose checkpoint is gone.
+COLLECT_WRITES = "DELETE FROM tether_writes WHERE thread_id = ?1 AND " + unneeded_writes(
+    "tether_checkpoints WHERE thread_id = ?1"
 )
 
 DELETE_THREAD = (

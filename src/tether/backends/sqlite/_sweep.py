@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.backends._threads import BUCKET_BITS
 from tether.backends.sqlite._conn import translate_errors
+from tether.backends.sqlite._sql import unneeded_blobs, unneeded_writes
 from tether.contract import check_thread_id
 from tether.lifecycle import Retention, check_retention, no_thread, stored_policy
 
@@ -46,10 +47,10 @@ RETENTION_SET = "UPDATE tether_threads SET retention = ?2 WHERE thread_id = ?1"
 
 #: What ``prune(keep_last=?2)`` of thread ?1 would leave, read rather than run: the
 #: rows PRUNE keeps, less the blobs and writes COLLECT_BLOBS and COLLECT_WRITES would
-#: delete (the same predicates), counted as INDEX_RECOUNT counts them:
-#: ``(checkpoints, bytes)``. A dry run's sweep reports the index row's counts less these,
-#: as the sweep reports its row's counts before less after.
-PRUNE_LEFT = """
+#: delete (their very predicates, ``unneeded_blobs`` and ``unneeded_writes``), counted
+#: as INDEX_RECOUNT counts them: ``(checkpoints, bytes)``. A dry run's sweep reports the
+#: index row's counts less these, as the sweep reports its row's counts before less after.
+PRUNE_LEFT = f"""
 WITH kept AS MATERIALIZED (
     SELECT checkpoint_ns, checkpoint_id, channel_versions, size FROM (
         SELECT checkpoint_ns, checkpoint_id, channel_versions,
@@ -57,31 +58,25 @@ WITH kept AS MATERIALIZED (
                row_number() OVER (PARTITION BY checkpoint_ns ORDER BY checkpoint_id DESC) AS rn
         FROM tether_checkpoints WHERE thread_id = ?1)
     WHERE rn <= ?2
-), live AS MATERIALIZED (
-    SELECT c.checkpoint_ns AS n, j.key AS ch, j.value AS v
-    FROM kept AS c, json_each(c.channel_versions) AS j
 )
 SELECT (SELECT count(*) FROM kept),
     coalesce((SELECT sum(size) FROM kept), 0)
     + coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1), 0)
     - coalesce((SELECT sum(length(value)) FROM tether_blobs WHERE thread_id = ?1
-                AND (checkpoint_ns, channel, version) NOT IN (
-                    SELECT n, ch, v FROM live
-                    UNION ALL
-                    SELECT b.checkpoint_ns, b.channel, b.base
-                    FROM live CROSS JOIN tether_blobs AS b
-                    ON b.thread_id = ?1 AND b.checkpoint_ns = live.n AND b.channel = live.ch
-                       AND b.version = live.v
-                    WHERE b.base IS NOT NULL)), 0)
+                AND {unneeded_blobs("kept")}), 0)
     + coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1), 0)
     - coalesce((SELECT sum(length(value)) FROM tether_writes WHERE thread_id = ?1
-                AND (checkpoint_ns, checkpoint_id) NOT IN (
-                    SELECT checkpoint_ns, checkpoint_id FROM kept)), 0)
-"""
+                AND {unneeded_writes("kept")}), 0)
+"""  # noqa: S608 -- fixed fragments
 
 #: Pages an incremental vacuum gives back per transaction: the write lock is
 #: held for one step only, so writers wait for a step, not for the whole file.
 VACUUM_STEP = 512
+
+#: Seconds a sweep's TTL batch should take (``Pace``), timed around the call:
+#: the wait for the write lock, the transaction and the WAL copy after it.
+#: Writers of the file wait for the transaction, one at a time.
+SWEEP_TARGET = 0.005
 
 
 def due_rows(
@@ -111,9 +106,16 @@ def free_pages(conn: sqlite3.Connection) -> tuple[int, int, int]:
 
 
 def incremental_vacuum(conn: sqlite3.Connection) -> int:
-    """One step of ``PRAGMA incremental_vacuum``; the pages it gave back."""
+    """One step of incremental vacuum (up to :data:`VACUUM_STEP` pages); the pages
+    it gave back.
+
+    ``PRAGMA incremental_vacuum(N)`` frees one page per step of the statement,
+    and Python's sqlite3 steps a statement that returns no columns once: run
+    as one statement it freed a single page, whatever N. So: N statements.
+    """
     before = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-    conn.execute(f"PRAGMA incremental_vacuum({VACUUM_STEP})").fetchall()
+    for _ in range(min(before, VACUUM_STEP)):
+        conn.execute("PRAGMA incremental_vacuum(1)")
     after = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
     return before - after
 
@@ -126,13 +128,21 @@ class SweepMixin:
         _conns: ConnectionManager
         read_only: bool
 
-        def _write(self, fn: Any, *args: Any, threads: Sequence[str] | None = None) -> Any: ...
+        def _write(
+            self,
+            fn: Any,
+            *args: Any,
+            threads: Sequence[str] | None = None,
+            autocheckpoint: bool = True,
+        ) -> Any: ...
         def _read(self, fn: Any, *args: Any) -> Any: ...
         def _check_writable(self, what: str) -> None: ...
         def _forget(self, thread_ids: Sequence[str] | None) -> None: ...
         @staticmethod
         def _delete_threads(conn: sqlite3.Connection, thread_ids: list[str]) -> None: ...
         def _prune(self, conn: sqlite3.Connection, tids: list[str], keep: int) -> None: ...
+
+    _sweep_target: float | None = SWEEP_TARGET
 
     def set_retention(self, thread_id: str, policy: Retention | None) -> None:
         tid = check_thread_id(thread_id, bounded=False)
@@ -177,7 +187,7 @@ class SweepMixin:
                 self._delete_threads(conn, [tid for tid, _, _ in gone])
             return gone
 
-        out: list[tuple[str, int, int]] = self._write(run)
+        out: list[tuple[str, int, int]] = self._write(run, autocheckpoint=False)
         self._forget([tid for tid, _, _ in out])
         return out
 
@@ -204,7 +214,7 @@ class SweepMixin:
             count, size = counts(conn, thread_id)
             return found[0][1] - count, max(0, found[0][2] - size)
 
-        out: tuple[int, int] | None = self._write(run, threads=[thread_id])
+        out: tuple[int, int] | None = self._write(run, threads=[thread_id], autocheckpoint=False)
         self._forget([thread_id])
         return out
 
@@ -213,8 +223,15 @@ class SweepMixin:
         if mode != 2 or not free:  # 2: INCREMENTAL; older files: see vacuum()
             return 0
         pages = 0
-        while step := self._write(incremental_vacuum):
+        # The free pages counted now, no more: writers free pages too (a put
+        # that rebalances a b-tree), and a loop until none is left would go on
+        # as long as they write. A step that finds fewer than it asks for has
+        # emptied the list.
+        while pages < free:
+            step = self._write(incremental_vacuum, autocheckpoint=False)
             pages += step
+            if step < VACUUM_STEP:
+                break
         self._checkpoint_wal()
         return int(pages * size)
 
