@@ -245,15 +245,7 @@ def run_short(quick: bool = False) -> list[dict[str, Any]]:
     threads = 20 if quick else SHORT_THREADS
     rows: list[dict[str, Any]] = []
     for kind in ("dict", "langchain"):
-        with (
-            _database("tether_bench_short_official") as ourl,
-            _database("tether_bench_short_tether") as turl,
-            OfficialPostgresSaver.from_conn_string(ourl) as official,
-            PostgresSaver.from_conn_string(turl) as saver,
-        ):
-            official.setup()
-            saver.setup()
-            savers = {"tether": saver, "langgraph": official}
+        with _pg_pair("short") as savers:
             ms = _drive_short(savers, threads, SHORT_INVOKES, kind)
         for metric, key in (("ms_per_invoke", "invoke"), ("ms_get_state_n10", "get_state")):
             rows.append(
@@ -316,15 +308,8 @@ def run_fork(quick: bool = False) -> list[dict[str, Any]]:
             rows.append(
                 _row("sqlite", "sync", name, ms["tether"][metric], ms["langgraph"][metric], kind)
             )
-        with (
-            _database("tether_bench_fork_official") as ourl,
-            _database("tether_bench_fork_tether") as turl,
-            OfficialPostgresSaver.from_conn_string(ourl) as official,
-            PostgresSaver.from_conn_string(turl) as saver,
-        ):
-            official.setup()
-            saver.setup()
-            ms = _drive_fork({"tether": saver, "langgraph": official}, n, calls, kind)
+        with _pg_pair("fork") as savers:
+            ms = _drive_fork(savers, n, calls, kind)
         for metric in ("fork", "latest"):
             name = f"update_state ms ({metric})"
             rows.append(
@@ -374,6 +359,21 @@ def _database(name: str) -> Iterator[str]:
     finally:
         with psycopg.connect(DSN, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def _pg_pair(name: str) -> Iterator[dict[str, Any]]:
+    """The official and tether Postgres savers, each in a fresh database, as a user
+    builds them (``from_conn_string(url)``), set up."""
+    with (
+        _database(f"tether_bench_{name}_official") as ourl,
+        _database(f"tether_bench_{name}_tether") as turl,
+        OfficialPostgresSaver.from_conn_string(ourl) as official,
+        PostgresSaver.from_conn_string(turl) as saver,
+    ):
+        official.setup()
+        saver.setup()
+        yield {"tether": saver, "langgraph": official}
 
 
 def _pg_bytes(url: str) -> int:
