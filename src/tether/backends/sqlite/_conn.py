@@ -121,8 +121,9 @@ def _error_name(exc: sqlite3.Error) -> str:
 def translate_errors(where: str) -> Iterator[None]:
     """Turn sqlite3 exceptions into tether's, naming ``where`` (the database path).
 
-    The only place the backend catches driver errors; the original is kept
-    as ``__cause__``.
+    With :meth:`ConnectionManager.fetch`'s inline copy of it (the read fast
+    path, which calls :func:`_translate` itself), the only place the backend
+    catches driver errors; the original is kept as ``__cause__``.
     """
     try:
         yield
