@@ -124,7 +124,7 @@ def test_a_populated_store_of_each_version_migrates_with_everything_equal(
         "tether_threads",
     }
     assert indexes == {
-        "tether_checkpoints_thread_order",
+        "tether_checkpoints_nested",
         "tether_checkpoints_order",
         "tether_checkpoints_run",
         "tether_threads_updated",

@@ -146,9 +146,15 @@ def test_reads_are_index_driven(saver: SqliteSaver) -> None:
     plans = {
         "latest": (sql.GET_LATEST, ("t", "", 1)),
         "by id": (sql.GET_BY_ID, ("t", "", "x", 1)),
+        # every namespace of a thread: the root's rows by primary key, the others'
+        # by the partial index, merged
         "thread page": (
-            sql.read_statement(f"WHERE c.thread_id = ? AND {cursor}"),
-            ("t", "z", "z", "z", PAGE),
+            sql.read_statement(f"WHERE c.thread_id = ? AND {cursor}", every_ns=True),
+            ("t", "z", "z", "z") * 2 + (PAGE,),
+        ),
+        "namespace page": (
+            sql.read_statement(f"WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND {cursor}"),
+            ("t", "", "z", "z", "z", PAGE),
         ),
         "all threads": (sql.read_statement(""), (PAGE,)),
     }
@@ -156,6 +162,9 @@ def test_reads_are_index_driven(saver: SqliteSaver) -> None:
         for name, (sql, args) in plans.items():
             plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
             assert not any("TEMP B-TREE FOR ORDER BY" in step for step in plan), (name, plan)
+            if name == "thread page":
+                assert "MERGE (UNION ALL)" in plan, plan
+                assert any("tether_checkpoints_nested" in step for step in plan), plan
             for table in ("c", "b", "w"):
                 steps = [p for p in plan if p.split()[1:2] == [table]]
                 assert steps, (name, table, plan)
@@ -212,3 +221,44 @@ def test_small_values_live_in_the_rows_through_thread_operations(saver: SqliteSa
     copied = saver.get_tuple(thread("h"))
     assert copied is not None
     assert copied.checkpoint["channel_values"] == {**expected, "step": 10}
+
+
+def test_a_thread_listing_merges_its_namespaces_in_order(saver: SqliteSaver) -> None:
+    # Checkpoints of three namespaces, interleaved in time, over several pages:
+    # the root namespace's come from the primary key, the others' from the
+    # partial index, and the merge must keep the listing newest first.
+    lines = {ns: (thread("t", ns), None) for ns in ("", "sub:1", "sub:1|deep:2")}
+    made: list[tuple[str, str]] = []
+    for i in range(2 * PAGE + 11):
+        ns = ("", "sub:1", "sub:1|deep:2", "")[i % 4]
+        cfg, prev = lines[ns]
+        cfg, prev = step(saver, cfg, prev, {"m": [i]})
+        lines[ns] = (cfg, prev)
+        made.append((cfg["configurable"]["checkpoint_id"], ns))
+    step(saver, thread("other"), None, {"m": [0]})  # another thread stays out
+    newest_first = sorted(made, reverse=True)
+    every = {"configurable": {"thread_id": "t"}}
+    got = [
+        (t.config["configurable"]["checkpoint_id"], t.config["configurable"]["checkpoint_ns"])
+        for t in saver.list(every)
+    ]
+    assert got == newest_first
+    # a cursor in the middle, and a limit that ends inside a page
+    middle = newest_first[PAGE + 3][0]
+    before = {"configurable": {"thread_id": "t", "checkpoint_id": middle}}
+    after = [t.config["configurable"]["checkpoint_id"] for t in saver.list(every, before=before)]
+    assert after == [cid for cid, _ in newest_first[PAGE + 4 :]]
+    assert len(list(saver.list(every, limit=PAGE + 5))) == PAGE + 5
+    # one namespace named: only its rows
+    sub = [t.config["configurable"]["checkpoint_id"] for t in saver.list(thread("t", "sub:1"))]
+    assert sub == [cid for cid, ns in newest_first if ns == "sub:1"]
+    # the store's view (CLI, UI) merges the same way
+    from tether.backends.sqlite import _inspect
+
+    with saver._conns.connection() as conn:
+        shown = _inspect.heads(conn, saver.serde, "test", "t")
+        one_ns = _inspect.heads(conn, saver.serde, "test", "t", "sub:1", limit=3)
+        root = _inspect.heads(conn, saver.serde, "test", "t", "")
+    assert [(h.checkpoint_id, h.checkpoint_ns) for h in shown] == newest_first
+    assert [h.checkpoint_id for h in one_ns] == sub[:3]
+    assert [h.checkpoint_id for h in root] == [cid for cid, ns in newest_first if ns == ""]

@@ -48,18 +48,23 @@ ORDER BY c.thread_id
 """
 
 # Checkpoints of a thread with their write counts, no blob read; whole rows, so
-# that each is verified against its checksum before its head is read.
-_HEADS = """
+# that each is verified against its checksum before its head is read. The root
+# namespace's rows (primary key) and the others' (the partial index
+# tether_checkpoints_nested) are merged in order, without a sort (_sql.read_statement).
+_HEAD_BRANCH = """
 SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.type,
        c.checkpoint, c.channel_versions, c.metadata, c.checksum, c.unstored, c.nwrites,
        (SELECT count(*) FROM tether_writes AS w WHERE w.thread_id = c.thread_id
         AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id)
 FROM tether_checkpoints AS c
-WHERE c.thread_id = ?1 AND (?2 IS NULL OR c.checkpoint_ns = ?2)
-  AND (?3 IS NULL OR c.checkpoint_id = ?3)
-ORDER BY c.checkpoint_id DESC, c.checkpoint_ns DESC
-LIMIT ?4
-"""
+WHERE c.thread_id = ?1 AND (?3 IS NULL OR c.checkpoint_id = ?3) AND """
+_HEADS = (
+    _HEAD_BRANCH
+    + "c.checkpoint_ns = '' AND coalesce(?2, '') = ''\nUNION ALL"
+    + _HEAD_BRANCH
+    + "c.checkpoint_ns <> '' AND (?2 IS NULL OR c.checkpoint_ns = ?2)\n"
+    + "ORDER BY checkpoint_id DESC, checkpoint_ns DESC\nLIMIT ?4\n"
+)
 
 
 def threads(conn: sqlite3.Connection, serde: SerializerProtocol, where: str) -> list[ThreadInfo]:

@@ -765,8 +765,10 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         where: _List[str] = []
         params: _List[Any] = []
         threads: _List[str] | None = None
+        every_ns = False
         if addr is not None:
             threads = [addr.thread_id]
+            every_ns = not addr.has_ns(config)
             where.append("c.thread_id = ?")
             params.append(addr.thread_id)
             if addr.has_ns(config):
@@ -782,7 +784,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             clause, args = _filter_clause(key, value)
             where.append(clause)
             params.extend(args)
-        return self._list(where, params, want, limit, threads)
+        return self._list(where, params, want, limit, threads, every_ns)
 
     def _list(
         self,
@@ -791,6 +793,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         want: dict[str, Any],
         limit: int | None,
         threads: _List[str] | None,
+        every_ns: bool,
     ) -> Iterator[CheckpointTuple]:
         if limit == 0:
             return
@@ -798,7 +801,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         cursor: tuple[str, str, str] | None = None
         memo: DecodeMemo = {}
         while True:
-            page, cursor = self._page(where, params, want, cursor, threads)
+            page, cursor = self._page(where, params, want, cursor, threads, every_ns)
             # The page holds stored bytes; each tuple is decoded only when it is
             # reached. Snapshots of append-encoded lists are decoded once per
             # page, and the elements of a growing list shared by the tuples
@@ -819,14 +822,19 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
         want: dict[str, Any],
         cursor: tuple[str, str, str] | None,
         threads: _List[str] | None,
+        every_ns: bool,
     ) -> tuple[_List[_Raw], tuple[str, str, str] | None]:
+        """One page of a listing. ``every_ns``: ``where`` names one thread and no
+        namespace (read_statement's merge of two sorted branches)."""
         conds = list(where)
         args = list(params)
         if cursor is not None:
             conds.append("(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < (?, ?, ?)")
             args.extend(cursor)
         # Only fixed fragments are joined here; every value is a bound parameter.
-        sql = read_statement("WHERE " + " AND ".join(conds) if conds else "")
+        sql = read_statement("WHERE " + " AND ".join(conds) if conds else "", every_ns=every_ns)
+        if every_ns:
+            args.extend(list(args))  # bound once per branch
         args.append(PAGE)
         page = self._query(sql, args, threads)
         next_cursor = None

@@ -103,7 +103,7 @@ ON w.thread_id = p.thread_id AND w.checkpoint_ns = p.checkpoint_ns
 """
 
 
-def read_statement(where: str, *, one: bool = False) -> str:
+def read_statement(where: str, *, one: bool = False, every_ns: bool = False) -> str:
     """One statement that reads checkpoints with every blob and write they need.
 
     A single SELECT sees one snapshot, so no explicit read transaction is
@@ -112,14 +112,34 @@ def read_statement(where: str, *, one: bool = False) -> str:
     row limit. ``one``: the rows are of one checkpoint, which has no
     duplicate blob keys, so the DISTINCTs (temp b-trees) and the
     materializations are skipped.
+
+    ``every_ns``: ``where`` names one thread and no namespace. The rows of the
+    root namespace come in primary-key order and those of the others from the
+    partial index ``tether_checkpoints_nested``; SQLite merges the two sorted
+    branches (``MERGE (UNION ALL)``, no sort), and the parameters of ``where``
+    are bound twice, once per branch.
     """
     distinct = "" if one else "DISTINCT "
     materialized = "NOT MATERIALIZED" if one else "MATERIALIZED"
+    if every_ns:
+        sep = " AND " if where else "WHERE "
+        rows = (
+            f"    SELECT {_prefixed('c')}\n"
+            f"    FROM tether_checkpoints AS c {where}{sep}c.checkpoint_ns = ''\n"
+            f"    UNION ALL\n"
+            f"    SELECT {_prefixed('c')}\n"
+            f"    FROM tether_checkpoints AS c {where}{sep}c.checkpoint_ns <> ''\n"
+            f"    ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?\n"
+        )
+    else:
+        rows = (
+            f"    SELECT {_prefixed('c')}\n"
+            f"    FROM tether_checkpoints AS c {where}\n"
+            f"    ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC LIMIT ?\n"
+        )
     return (
         f"WITH p AS MATERIALIZED (\n"
-        f"    SELECT {_prefixed('c')}\n"
-        f"    FROM tether_checkpoints AS c {where}\n"
-        f"    ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC LIMIT ?\n"
+        f"{rows}"
         f"),\n"
         f"k AS {materialized} ({_KEYS.format(distinct=distinct)}),\n"
         f"s AS {materialized} ({_SNAPSHOTS.format(distinct=distinct)})"
