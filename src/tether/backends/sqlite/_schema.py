@@ -1,5 +1,9 @@
 """The SQLite schema, its migrations, and what a file holds before tether opens it.
 
+Why one long module: the migrations are one ordered list that only grows, each
+step beside the comment that says why, and the shape checks and the current
+``CREATE`` are held equal to that list; split, they would drift apart.
+
 The schema version lives in the database header (``PRAGMA user_version``),
 which SQLite updates inside the migrating transaction: a migration either
 applies completely, version included, or not at all.
@@ -192,8 +196,9 @@ _THREADS = (
     "CREATE INDEX tether_threads_status ON tether_threads (status, bucket)",
 )
 
-#: The checkpoints of namespaces other than the root, in a thread's listing
-#: order (#19, version 12); the root namespace's are listed in primary-key order.
+#: Subgraph checkpoints in a thread's listing order (#19, version 12); the root
+#: namespace's are listed in primary-key order (`_sql.read_statement`, every_ns).
+#: The full index it replaces cost a b-tree insert per put and ~6% of the file.
 _NESTED = (
     "DROP INDEX tether_checkpoints_thread_order",
     "CREATE INDEX tether_checkpoints_nested"
@@ -353,12 +358,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         " WHERE checksum IS NOT NULL AND checksum = tether_write_checksum_v1(checkpoint_id,"
         " task_id, task_path, idx, channel, type, encoding, value)",
     ),
-    # 11 -> 12: a thread's listing over every namespace merges the root
-    # namespace's rows, read in primary-key order, with those of the other
-    # namespaces from a partial index (`_sql.read_statement`, every_ns). The
-    # full index it replaces was one more b-tree insert per put and about 6%
-    # of a store of small states, for rows that the primary key already
-    # orders whenever a graph has no subgraphs (#19).
+    # 11 -> 12: a thread's listing over every namespace merges its root rows
+    # (primary key) with a partial index of the others (_NESTED, #19).
     _NESTED,
 )
 
