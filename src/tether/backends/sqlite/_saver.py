@@ -178,6 +178,7 @@ from tether.checkpoint import (
     CheckpointTuple,
     Config,
     StoredWrite,
+    address_fields,
 )
 from tether.contract import (
     EMPTY_TAG,
@@ -627,17 +628,17 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
     # --- reads ----------------------------------------------------------------------
 
     def get_tuple(self, config: Config) -> CheckpointTuple | None:
-        addr = Address.from_config(config, bounded=False)
-        tid = addr.thread_id
+        # the three strings, without an Address (whose frozen construction costs as much)
+        tid, ns, cid = address_fields(config, bounded=False)
         args: tuple[Any, ...]
         # The checkpoint row first: a small state whose values are all inline in
         # it and that has no pending writes is that row alone (#19). Otherwise
         # the one statement that also reads its value rows and writes.
-        if addr.checkpoint_id is None:
-            head, sql, args = HEAD_LATEST, GET_LATEST, (tid, addr.checkpoint_ns, 1)
+        if cid is None:
+            head, sql, args = HEAD_LATEST, GET_LATEST, (tid, ns, 1)
         else:
             head, sql = HEAD_BY_ID, GET_BY_ID
-            args = (tid, addr.checkpoint_ns, addr.checkpoint_id, 1)
+            args = (tid, ns, cid, 1)
         # A thread whose last read needed more than its row skips the probe.
         wide = self._wide
         rows = None if tid in wide else self._fetch(head, args[:-1], [tid])
