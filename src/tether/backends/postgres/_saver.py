@@ -209,7 +209,7 @@ class PostgresSaver(LifecycleMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             each is sealed where it is kept, in the head.
         page_size: checkpoints per query when listing (memory stays bounded by it).
         compress_threshold: values serialized to at least this many bytes are
-            stored zstd-compressed (level 1); ``None`` stores all plain.
+            stored zstd-compressed (level 3); ``None`` stores all plain.
         delta_threshold: lists serialized to at least this many bytes are
             stored as an immutable snapshot plus the tail appended since (a
             growing message history costs a few messages per step, not the
