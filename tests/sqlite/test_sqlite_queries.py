@@ -262,3 +262,28 @@ def test_a_thread_listing_merges_its_namespaces_in_order(saver: SqliteSaver) -> 
     assert [(h.checkpoint_id, h.checkpoint_ns) for h in shown] == newest_first
     assert [h.checkpoint_id for h in one_ns] == sub[:3]
     assert [h.checkpoint_id for h in root] == [cid for cid, ns in newest_first if ns == ""]
+
+
+def test_a_listing_verifies_sound_write_rows_without_the_slow_check(
+    saver: SqliteSaver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # _split computes write_checksum's bytes inline and calls check_write_row only
+    # on a mismatch: if the two drifted apart, every row would take the slow path
+    # (still right, silently slower). Sound rows of every kind must not reach it.
+    cfg, prev = thread("w"), None
+    for i in range(3):
+        cfg, prev = step(saver, cfg, prev, {"m": [i]})
+        saver.put_writes(
+            cfg,
+            [("m", None), ("m", "x" * 5000), ("k", {"n": i}), ("k", b"\x00bytes")],
+            f"task-{i}",
+            task_path=f"~root, {i}",
+        )
+
+    def slow(row: object, where: str) -> None:
+        raise AssertionError(f"a sound write row took the slow check: {row!r}")
+
+    monkeypatch.setattr("tether.backends.sqlite._saver.check_write_row", slow)
+    listed = list(saver.list(thread("w")))
+    assert [len(t.pending_writes) for t in listed] == [4, 4, 4]
+    assert listed[0].pending_writes[1] == ("task-2", "m", "x" * 5000)

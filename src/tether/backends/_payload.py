@@ -303,6 +303,29 @@ class BlobCodec:
 
     # --- reading ------------------------------------------------------------------
 
+    def clear_body(self, encoding: int, payload: Any) -> bytes | None:
+        """The serializer's bytes of an uncompressed payload in clear that checks out,
+        or ``None``: the read fast path, which raises nothing and names no row.
+
+        A checksummed payload (encoding 4, what every value and write is stored as
+        now) whose checksum matches and whose size is within ``max_value_size``,
+        or a plain one (encoding 0, older rows). ``None`` for anything else (a
+        compressed or sealed payload, a damaged one, a column of another type):
+        the caller then takes :meth:`decode_bytes`, which reads it or says why not.
+        """
+        if self.crypt is not None or type(payload) is not bytes:
+            return None
+        if encoding == CHECKSUM:
+            body = payload[4:]
+            if (
+                len(payload) >= 4
+                and len(body) <= self.max_value_size
+                and checksum(body) == _read_u32(payload)[0]
+            ):
+                return body
+            return None
+        return payload if encoding == ENCODING_PLAIN else None
+
     def decode_bytes(
         self,
         encoding: int,

@@ -37,7 +37,6 @@ re-state what the other stores.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeAlias
@@ -51,7 +50,7 @@ from tether.backends._delta import (
     supports,
 )
 from tether.backends._pages import RUN, DecodeMemo, extend_run, part
-from tether.backends._payload import CHECKSUM, ENCODING_PLAIN, ENCRYPTED, BlobCodec, checksum
+from tether.backends._payload import ENCODING_PLAIN, ENCRYPTED, BlobCodec
 from tether.backends._payload import where as _where
 from tether.backends._seal_put import seal_put
 from tether.checkpoint import (
@@ -122,7 +121,6 @@ HEAD_JSON = "head+json"
 _MISSING: Any = object()
 _encode_json = msgspec.json.encode
 _new_tuple = tuple.__new__
-_read_u32 = struct.Struct("<I").unpack_from  # a payload's checksum header (_payload)
 
 
 # --- what a put stores ---------------------------------------------------------------------
@@ -483,23 +481,12 @@ def decode_stored(
     value (:mod:`tether.encryption`)."""
     # The common case (plain bytes, no encryption) goes straight to the
     # serializer; the error path still names thread, namespace, checkpoint and channel.
-    if type(payload) is bytes and codec.crypt is None:
-        data: bytes | None = None
-        if encoding == CHECKSUM:  # what every value and write is stored as now
-            body = payload[4:]
-            if (
-                len(payload) >= 4
-                and len(body) <= codec.max_value_size
-                and checksum(body) == _read_u32(payload)[0]
-            ):
-                data = body
-        elif encoding == ENCODING_PLAIN:
-            data = payload
-        if data is not None:
-            try:
-                return serde.loads_typed((tag, data))
-            except DecodeError:
-                pass  # decode again below, where the error gets its context
+    data = codec.clear_body(encoding, payload)
+    if data is not None:
+        try:
+            return serde.loads_typed((tag, data))
+        except DecodeError:
+            pass  # decode again below, where the error gets its context
     return codec.decode(
         serde,
         tag,
@@ -674,23 +661,18 @@ def assemble_inline(
     tid, ns = row[0], row[1]
     pending: list[PendingWrite] = []
     if writes:
-        limit = codec.max_value_size
         loads = serde.loads_typed
         for w in writes:
             # decode_stored's common case, without building the Address its
-            # errors name: a checksummed payload in clear, whose bytes read back.
-            payload = w[6]
-            if w[5] == CHECKSUM and type(payload) is bytes and 4 <= len(payload) <= limit + 4:
-                body = payload[4:]
-                if checksum(body) == _read_u32(payload)[0]:
-                    try:
-                        pending.append((w[0], w[3], loads((w[4], body))))
-                        continue
-                    except DecodeError:
-                        pass  # decoded again below, where the error gets its context
-            value = decode_stored(
-                serde, codec, Address(tid, ns, cid), w[4], w[5], payload, w[3], w[0]
-            )
+            # errors name: a payload in clear whose bytes read back.
+            body = codec.clear_body(w[5], w[6])
+            if body is not None:
+                try:
+                    pending.append((w[0], w[3], loads((w[4], body))))
+                    continue
+                except DecodeError:
+                    pass  # decoded again below, where the error gets its context
+            value = decode_stored(serde, codec, Address(tid, ns, cid), w[4], w[5], w[6], w[3], w[0])
             pending.append((w[0], w[3], value))
     parent_id = row[3]
     parent = (

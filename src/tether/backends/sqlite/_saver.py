@@ -772,7 +772,7 @@ class SqliteSaver(SweepMixin, ThreadedAsyncMixin, BaseCheckpointSaver):
             every_ns = not addr.has_ns(config)
             where.append("c.thread_id = ?")
             params.append(addr.thread_id)
-            if addr.has_ns(config):
+            if not every_ns:
                 where.append("c.checkpoint_ns = ?")
                 params.append(addr.checkpoint_ns)
             if addr.checkpoint_id is not None:
